@@ -1,0 +1,18 @@
+"""dbt-duckstream: incremental view maintenance for dbt on DuckDB and DuckLake."""
+
+from .compiler import IVMPlan, compile_ivm
+from .errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
+from .lake import load_ducklake
+from .runtime import RunResult, prepare, refresh
+
+__all__ = [
+    "ConfigurationError",
+    "DuckstreamError",
+    "IVMPlan",
+    "RunResult",
+    "UnsupportedSQLError",
+    "compile_ivm",
+    "load_ducklake",
+    "prepare",
+    "refresh",
+]

@@ -1,0 +1,52 @@
+"""Apply a consolidated root delta to the maintained table.
+
+The delta is first stored as a temporary table of the model's columns plus ``_ivm_m`` (net
+multiplicity per distinct row, never zero). Then:
+
+* keyed models (one row per group key, e.g. a GROUP BY whose keys are selected) delete every
+  row whose key appears in the delta, then insert the rows with ``_ivm_m > 0``: the old row of
+  a group is found by its key, never by comparing floating-point aggregates bit for bit;
+* bag models delete exactly ``-_ivm_m`` copies of each retracted row (rows are paired with
+  copies by ``row_number()`` over the table's ``rowid``) and insert ``_ivm_m`` copies of each
+  asserted row. NULLs match NULLs throughout (``IS NOT DISTINCT FROM``).
+"""
+
+from __future__ import annotations
+
+from .operators.base import MULT, quote
+
+
+def _matches(left: str, right: str, columns: tuple[str, ...]) -> str:
+    return " AND ".join(
+        f"{left}.{quote(c)} IS NOT DISTINCT FROM {right}.{quote(c)}" for c in columns
+    )
+
+
+def delete_sql(target: str, columns: tuple[str, ...], keys: tuple[str, ...] | None, delta: str):
+    if keys is not None and not keys:
+        return f"DELETE FROM {target} WHERE EXISTS (SELECT 1 FROM {delta})"
+    if keys is not None:
+        return (
+            f"DELETE FROM {target} WHERE rowid IN (SELECT t.rowid FROM {target} AS t "
+            f"SEMI JOIN {delta} AS d ON {_matches('t', 'd', keys)})"
+        )
+    return (
+        f"DELETE FROM {target} WHERE rowid IN (\n"
+        f"  SELECT rid FROM (\n"
+        f"    SELECT t.rowid AS rid, d._ivm_copies,\n"
+        f"           row_number() OVER (PARTITION BY d._ivm_row ORDER BY t.rowid) AS n\n"
+        f"    FROM {target} AS t\n"
+        f"    JOIN (SELECT *, -{MULT} AS _ivm_copies, row_number() OVER () AS _ivm_row\n"
+        f"          FROM {delta} WHERE {MULT} < 0) AS d\n"
+        f"    ON {_matches('t', 'd', columns)}\n"
+        f"  ) WHERE n <= _ivm_copies\n"
+        f")"
+    )
+
+
+def insert_sql(target: str, columns: tuple[str, ...], delta: str) -> str:
+    cols = ", ".join(f"d.{quote(c)}" for c in columns)
+    return (
+        f"INSERT INTO {target} SELECT {cols} FROM {delta} AS d, range(d.{MULT}) "
+        f"WHERE d.{MULT} > 0"
+    )

@@ -1,0 +1,224 @@
+"""``compile_ivm``: model SQL in, an ``IVMPlan`` out.
+
+The plan holds the operator tree and renders, for a given snapshot window, the DDL of the
+maintained table, its initial load, and the maintenance statements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.optimizer.qualify import qualify
+
+from .apply import delete_sql, insert_sql
+from .errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
+from .operators import MULT, Aggregate, Filter, Operator, Project, RenderContext, TableRef
+from .operators.aggregate import key_name
+from .operators.base import quote
+from .tree import build_tree
+from .validate import check_deterministic
+
+#: bumped whenever generated SQL changes meaning: maintained tables then rebuild once
+PLAN_FORMAT = 1
+
+#: sqlglot's schema mapping: catalog -> schema -> table -> column -> type
+Schema = dict[str, dict[str, dict[str, dict[str, str]]]]
+
+
+@dataclass
+class IVMPlan:
+    """Everything needed to create and maintain one model."""
+
+    sql: str
+    target: TableRef
+    root: Operator
+    columns: tuple[str, ...]
+    column_types: tuple[str, ...] | None
+    key_columns: tuple[str, ...] | None
+    sql_hash: str
+    qualified_sql: str
+    sources: tuple[TableRef, ...] = field(default=())
+
+    @property
+    def catalogs(self) -> tuple[str, ...]:
+        return tuple(sorted({s.catalog for s in self.sources}))
+
+    @property
+    def delta_table(self) -> str:
+        return quote(f"_ivm_delta_{self.target.name}")
+
+    def create_table_sql(self, snapshots: dict[str, tuple[int, int]]) -> str:
+        if self.column_types is not None:
+            cols = ", ".join(
+                f"{quote(c)} {t}" for c, t in zip(self.columns, self.column_types, strict=True)
+            )
+            return f"CREATE TABLE {self.target.sql()} ({cols})"
+        return f"CREATE TABLE {self.target.sql()} AS {self.recompute_sql(snapshots)} LIMIT 0"
+
+    def recompute_sql(self, snapshots: dict[str, tuple[int, int]]) -> str:
+        """The model's rows at the new snapshot, with the model's column names."""
+        ctx = RenderContext(snapshots, frozenset())
+        state = self.root.state(ctx, "new")
+        renamed = ", ".join(
+            f"{quote(inner)} AS {quote(outer)}"
+            for inner, outer in zip(self.root.columns, self.columns, strict=True)
+        )
+        return f"{ctx.with_clause()}SELECT {renamed} FROM {quote(state)}"
+
+    def initial_load_sql(self, snapshots: dict[str, tuple[int, int]]) -> str:
+        return f"INSERT INTO {self.target.sql()} {self.recompute_sql(snapshots)}"
+
+    def delta_sql(self, snapshots: dict[str, tuple[int, int]], changed: frozenset[str]) -> str:
+        """The consolidated delta of the model: its columns plus a net multiplicity."""
+        ctx = RenderContext(snapshots, changed)
+        delta = self.root.delta(ctx)
+        if delta is None:
+            return ""
+        renamed = ", ".join(
+            f"{quote(inner)} AS {quote(outer)}"
+            for inner, outer in zip(self.root.columns, self.columns, strict=True)
+        )
+        return (
+            f"{ctx.with_clause()}SELECT {renamed}, SUM({MULT})::BIGINT AS {MULT} "
+            f"FROM {quote(delta)}\n"
+            f"GROUP BY ALL HAVING SUM({MULT}) <> 0"
+        )
+
+    def maintenance_sql(
+        self, snapshots: dict[str, tuple[int, int]], changed: frozenset[str]
+    ) -> list[str]:
+        """Statements that bring the table from the old to the new snapshot (none if no change)."""
+        delta = self.delta_sql(snapshots, changed)
+        if not delta:
+            return []
+        target = self.target.sql()
+        return [
+            f"CREATE OR REPLACE TEMP TABLE {self.delta_table} AS\n{delta}",
+            delete_sql(target, self.columns, self.key_columns, self.delta_table),
+            insert_sql(target, self.columns, self.delta_table),
+        ]
+
+    def explain(self) -> str:
+        """The plan's SQL for a window in which every source changed, for reading."""
+        snapshots = {c: (0, 1) for c in self.catalogs}
+        changed = frozenset(s.key for s in self.sources)
+        parts = [
+            f"-- model {self.target.key}: keyed on {self.key_columns}",
+            "-- create",
+            self.create_table_sql(snapshots) + ";",
+            "-- initial load (snapshot 1)",
+            self.initial_load_sql(snapshots) + ";",
+            "-- maintenance (snapshots 0 -> 1)",
+            *(s + ";" for s in self.maintenance_sql(snapshots, changed)),
+        ]
+        return "\n".join(parts)
+
+
+def compile_ivm(
+    sql: str,
+    *,
+    target: TableRef | str,
+    schema: Schema,
+    catalog: str,
+    db: str = "main",
+    output_columns: list[tuple[str, str]] | None = None,
+) -> IVMPlan:
+    """Compile model SQL into an ``IVMPlan``.
+
+    ``schema`` gives the columns of every source table (catalog -> schema -> table -> column ->
+    type); unqualified table names resolve to ``catalog``.``db``. ``output_columns`` (names and
+    types, as DuckDB describes the query) fixes the maintained table's exact column names and
+    types; without it the table is created from the plan's own query.
+    """
+    if isinstance(target, str):
+        target = parse_table(target, catalog, db)
+    qualified = qualify_sql(sql, schema=schema, catalog=catalog, db=db)
+    root = build_tree(qualified)
+    columns = root.columns
+    types: tuple[str, ...] | None = None
+    if output_columns is not None:
+        if len(output_columns) != len(columns):
+            raise DuckstreamError(
+                f"the model has {len(output_columns)} columns but the plan {len(columns)}"
+            )
+        columns = tuple(name for name, _ in output_columns)
+        types = tuple(t for _, t in output_columns)
+    qualified_sql = qualified.sql(dialect="duckdb")
+    digest = hashlib.sha256(f"{PLAN_FORMAT}\n{target.key}\n{qualified_sql}".encode()).hexdigest()
+    return IVMPlan(
+        sql=sql,
+        target=target,
+        root=root,
+        columns=columns,
+        column_types=types,
+        key_columns=_key_columns(root, columns),
+        sql_hash=digest[:16],
+        qualified_sql=qualified_sql,
+        sources=tuple(sorted(root.sources(), key=lambda s: s.key)),
+    )
+
+
+def parse_sql(sql: str) -> exp.Expression:
+    try:
+        parsed = sqlglot.parse(sql, read="duckdb")
+    except ParseError as error:
+        raise DuckstreamError(f"cannot parse the model SQL: {error}") from error
+    statements = [p for p in parsed if p is not None]
+    if len(statements) != 1:
+        raise UnsupportedSQLError(f"{len(statements)} statements", "a model is one SELECT")
+    statement = statements[0]
+    check_deterministic(statement)
+    if isinstance(statement, exp.Query):
+        # A table has no order; ORDER BY at the top changes nothing that is stored.
+        statement.set("order", None)
+    return statement
+
+
+def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:
+    """The base tables a model reads (CTE names excluded), fully qualified."""
+    statement = qualify(
+        parse_sql(sql), catalog=catalog, db=db, dialect="duckdb", qualify_columns=False,
+        validate_qualify_columns=False, quote_identifiers=False, expand_stars=False,
+    )
+    found: dict[str, TableRef] = {}
+    for table in statement.find_all(exp.Table):
+        if table.db and isinstance(table.this, exp.Identifier):
+            ref = TableRef(table.catalog or catalog, table.db, table.name)
+            found.setdefault(ref.key, ref)
+    return list(found.values())
+
+
+def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expression:
+    try:
+        return qualify(
+            parse_sql(sql), schema=schema, catalog=catalog, db=db, dialect="duckdb",
+            validate_qualify_columns=True, quote_identifiers=True,
+        )
+    except OptimizeError as error:
+        raise ConfigurationError(f"cannot resolve the model SQL: {error}") from error
+
+
+def parse_table(name: str, catalog: str, db: str) -> TableRef:
+    table = exp.to_table(name, dialect="duckdb")
+    return TableRef(table.catalog or catalog, table.db or db, table.name)
+
+
+def _key_columns(root: Operator, columns: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Output columns that identify a row, when the model is one row per group key."""
+    if not isinstance(root, Project):
+        return None
+    below = root.child.child if isinstance(root.child, Filter) else root.child
+    if not isinstance(below, Aggregate):
+        return None
+    positions: dict[str, str] = {}
+    for (_, expression), column in zip(root.outputs, columns, strict=True):
+        if isinstance(expression, exp.Column) and not expression.table:
+            positions.setdefault(expression.name, column)
+    keys = [positions.get(key_name(i)) for i in range(len(below.keys))]
+    if any(k is None for k in keys):
+        return None
+    return tuple(k for k in keys if k is not None)

@@ -1,0 +1,103 @@
+"""DuckLake access: the extension from its wheel, snapshots, and table identities."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from .errors import ConfigurationError
+from .operators.base import TableRef, literal, quote
+
+
+def ducklake_extension_path() -> Path:
+    """The DuckLake extension shipped in the ``duckdb-extension-ducklake`` wheel."""
+    spec = importlib.util.find_spec("duckdb_extension_ducklake")
+    if spec is None or spec.origin is None:
+        raise ConfigurationError("duckdb-extension-ducklake is not installed")
+    version = duckdb.__version__
+    found = sorted(Path(spec.origin).parent.rglob("ducklake.duckdb_extension"))
+    matching = [p for p in found if f"v{version}" in p.parts] or found
+    if not matching:
+        raise ConfigurationError("the duckdb-extension-ducklake wheel holds no extension")
+    return matching[0]
+
+
+def load_ducklake(con: duckdb.DuckDBPyConnection) -> None:
+    """Load DuckLake from the wheel, so nothing is ever downloaded."""
+    loaded = con.execute(
+        "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'ducklake'"
+    ).fetchone()
+    if loaded and loaded[0]:
+        return
+    con.execute(f"LOAD {literal(str(ducklake_extension_path()))}")
+
+
+def is_ducklake(con: duckdb.DuckDBPyConnection, catalog: str) -> bool:
+    row = con.execute(
+        "SELECT type FROM duckdb_databases() WHERE database_name = ?", [catalog]
+    ).fetchone()
+    return bool(row) and row[0] == "ducklake"
+
+
+def current_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
+    row = con.execute(f"SELECT id FROM {quote(catalog)}.current_snapshot()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int) -> bool:
+    row = con.execute(
+        f"SELECT count(*) FROM ducklake_snapshots({literal(catalog)}) WHERE snapshot_id = ?",
+        [snapshot],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def table_id(con: duckdb.DuckDBPyConnection, table: TableRef) -> int | None:
+    """The current DuckLake id of a table: a new id means the table was recreated."""
+    meta = quote(f"__ducklake_metadata_{table.catalog}")
+    row = con.execute(
+        f"SELECT t.table_id FROM {meta}.ducklake_table AS t "
+        f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+        "WHERE s.schema_name = ? AND t.table_name = ? "
+        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
+        [table.schema, table.name],
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+#: snapshot change kinds after which a table's change feed cannot be trusted
+BREAKING_CHANGES = frozenset({"tables_altered", "tables_dropped"})
+
+
+@dataclass(frozen=True)
+class FeedStatus:
+    """What happened to some tables in a window of snapshots, read from metadata only."""
+
+    changed: frozenset[int]
+    broken: dict[int, str]
+
+
+def feed_status(
+    con: duckdb.DuckDBPyConnection, catalog: str, after: int, upto: int, table_ids: set[int]
+) -> FeedStatus:
+    """Which of ``table_ids`` had data changes, or schema changes, in ``(after, upto]``."""
+    rows = con.execute(
+        f"SELECT snapshot_id, changes FROM ducklake_snapshots({literal(catalog)}) "
+        "WHERE snapshot_id > ? AND snapshot_id <= ?",
+        [after, upto],
+    ).fetchall()
+    changed: set[int] = set()
+    broken: dict[int, str] = {}
+    for snapshot_id, changes in rows:
+        for kind, values in (changes or {}).items():
+            ids = {int(v) for v in values or [] if str(v).isdigit()}
+            for tid in ids & table_ids:
+                if kind in BREAKING_CHANGES:
+                    broken.setdefault(tid, f"{kind.replace('tables_', '')} in snapshot {snapshot_id}")
+                else:
+                    changed.add(tid)
+    return FeedStatus(frozenset(changed), broken)

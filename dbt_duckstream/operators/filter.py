@@ -1,0 +1,37 @@
+"""Filter: a deterministic predicate commutes with the delta.
+
+    view:  SELECT * FROM r WHERE p
+    delta: SELECT * FROM delta(r) WHERE p
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from .base import Operator, RenderContext, Side, expr_sql
+
+
+@dataclass(eq=False)
+class Filter(Operator):
+    child: Operator
+    predicate: exp.Expression
+    kind = "filter"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns
+
+    @property
+    def children(self) -> tuple[Operator, ...]:
+        return (self.child,)
+
+    def render_state(self, ctx: RenderContext, side: Side) -> str:
+        return f"SELECT * FROM {self.child.state(ctx, side)} WHERE {expr_sql(self.predicate)}"
+
+    def render_delta(self, ctx: RenderContext) -> str | None:
+        child = self.child.delta(ctx)
+        if child is None:
+            return None
+        return f"SELECT * FROM {child} WHERE {expr_sql(self.predicate)}"

@@ -1,0 +1,42 @@
+"""Project: deterministic expressions map each row on its own, so they map the delta.
+
+    view:  SELECT a + b AS s FROM r
+    delta: SELECT a + b AS s, _ivm_m FROM delta(r)
+
+Bags keep duplicates: two input rows that project to the same output row stay two copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from .base import MULT, Operator, RenderContext, Side, expr_sql, quote
+
+
+@dataclass(eq=False)
+class Project(Operator):
+    child: Operator
+    outputs: tuple[tuple[str, exp.Expression], ...]
+    kind = "project"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.outputs)
+
+    @property
+    def children(self) -> tuple[Operator, ...]:
+        return (self.child,)
+
+    def _select_list(self) -> str:
+        return ", ".join(f"{expr_sql(e)} AS {quote(name)}" for name, e in self.outputs)
+
+    def render_state(self, ctx: RenderContext, side: Side) -> str:
+        return f"SELECT {self._select_list()} FROM {self.child.state(ctx, side)}"
+
+    def render_delta(self, ctx: RenderContext) -> str | None:
+        child = self.child.delta(ctx)
+        if child is None:
+            return None
+        return f"SELECT {self._select_list()}, {MULT} FROM {child}"

@@ -1,0 +1,209 @@
+"""Execute a plan against a DuckDB connection: first run, maintenance, or rebuild.
+
+Each run is one transaction, so it lands as one DuckLake snapshot or not at all: the model's
+rows and its cursors always move together, and a crash leaves the model as it was.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import duckdb
+
+from . import cursors
+from .compiler import IVMPlan, Schema, compile_ivm, parse_table, source_tables
+from .errors import ConfigurationError
+from .lake import current_snapshot, feed_status, is_ducklake, snapshot_exists, table_id
+from .operators.base import TableRef, literal, quote
+
+
+@dataclass
+class RunResult:
+    """What one run did, for logs and run results."""
+
+    model: str
+    strategy: str  # "initial", "incremental", "rebuild" or "unchanged"
+    reason: str
+    snapshots: dict[str, tuple[int, int]]
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+    seconds: float = 0.0
+    statements: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        window = ", ".join(f"{c} {a}->{b}" for c, (a, b) in sorted(self.snapshots.items()))
+        return (
+            f"{self.strategy} ({self.reason}): +{self.rows_inserted} -{self.rows_deleted} rows, "
+            f"snapshots {window or 'none'}"
+        )
+
+
+def prepare(
+    con: duckdb.DuckDBPyConnection, sql: str, target: str | TableRef, *, catalog: str,
+    db: str = "main",
+) -> IVMPlan:
+    """Compile model SQL against the live catalog: source schemas and exact output types."""
+    target_ref = parse_table(target, catalog, db) if isinstance(target, str) else target
+    schema: Schema = {}
+    for source in source_tables(sql, catalog, db):
+        if not is_ducklake(con, source.catalog):
+            raise ConfigurationError(
+                f"source {source.key} is not in a DuckLake catalog: incremental maintenance "
+                "reads DuckLake's change feed, so attach the source's catalog with ducklake:"
+            )
+        rows = con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_catalog = ? AND table_schema = ? AND table_name = ? "
+            "ORDER BY ordinal_position",
+            [source.catalog, source.schema, source.name],
+        ).fetchall()
+        if not rows:
+            raise ConfigurationError(f"source table {source.key} does not exist")
+        schema.setdefault(source.catalog, {}).setdefault(source.schema, {})[source.name] = dict(
+            rows
+        )
+    return compile_ivm(
+        sql, target=target_ref, schema=schema, catalog=catalog, db=db,
+        output_columns=describe(con, sql, catalog, db),
+    )
+
+
+def describe(con: duckdb.DuckDBPyConnection, sql: str, catalog: str, db: str):
+    """Column names and types of the model exactly as DuckDB would materialize them."""
+    row = con.execute("SELECT current_database(), current_schema()").fetchone()
+    assert row is not None
+    con.execute(f"USE {quote(catalog)}.{quote(db)}")
+    try:
+        return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+    finally:
+        con.execute(f"USE {quote(row[0])}.{quote(row[1])}")
+
+
+def refresh(
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, *, full_refresh: bool = False
+) -> RunResult:
+    """Bring the model up to date in one transaction; see ``RunResult`` for what happened."""
+    started = time.perf_counter()
+    con.execute("BEGIN TRANSACTION")
+    try:
+        result = _run(con, plan, full_refresh)
+        if result.strategy != "unchanged":
+            message = f"incremental_ivm {plan.target.key}: {result.strategy} ({result.reason})"
+            con.execute(
+                f"CALL {quote(plan.target.catalog)}.set_commit_message("
+                f"'dbt-duckstream', {literal(message)})"
+            )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _run(con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool) -> RunResult:
+    pinned = {catalog: current_snapshot(con, catalog) for catalog in plan.catalogs}
+    ids = {source.key: table_id(con, source) for source in plan.sources}
+    previous = {c.source: c for c in cursors.read(con, plan.target)}
+    strategy, reason, changed = _decide(con, plan, pinned, ids, previous, full_refresh)
+    old = {c.catalog: c.snapshot_id for c in previous.values()}
+    snapshots = {cat: (old.get(cat, pinned[cat]), pinned[cat]) for cat in plan.catalogs}
+    result = RunResult(plan.target.key, strategy, reason, snapshots)
+    if strategy == "unchanged":
+        return result
+    if strategy == "incremental":
+        _maintain(con, plan, snapshots, changed, result)
+    else:
+        result.snapshots = {cat: (snap, snap) for cat, snap in pinned.items()}
+        _rebuild(con, plan, result.snapshots, result)
+    cursors.write(
+        con,
+        plan.target,
+        [
+            cursors.Cursor(s.key, s.catalog, ids[s.key], pinned[s.catalog], plan.sql_hash)
+            for s in plan.sources
+        ],
+    )
+    return result
+
+
+def _decide(
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    pinned: dict[str, int],
+    ids: dict[str, int | None],
+    previous: dict[str, cursors.Cursor],
+    full_refresh: bool,
+) -> tuple[str, str, frozenset[str]]:
+    nothing: frozenset[str] = frozenset()
+    if not previous or not _table_exists(con, plan.target):
+        return "initial", "first run", nothing
+    if full_refresh:
+        return "rebuild", "full refresh requested", nothing
+    if set(previous) != {s.key for s in plan.sources} or any(
+        c.sql_hash != plan.sql_hash for c in previous.values()
+    ):
+        return "rebuild", "model SQL changed", nothing
+    changed: set[str] = set()
+    for catalog in plan.catalogs:
+        sources = [s for s in plan.sources if s.catalog == catalog]
+        old = previous[sources[0].key].snapshot_id
+        if old == pinned[catalog]:
+            continue
+        for source in sources:
+            if ids[source.key] != previous[source.key].table_id:
+                return "rebuild", f"source {source.key} was dropped or recreated", nothing
+        if not snapshot_exists(con, catalog, old):
+            return "rebuild", f"snapshot {old} of {catalog} expired behind the cursor", nothing
+        by_id = {ids[s.key]: s for s in sources if ids[s.key] is not None}
+        status = feed_status(con, catalog, old, pinned[catalog], {i for i in by_id if i})
+        for tid, what in status.broken.items():
+            return "rebuild", f"source {by_id[tid].key} {what}", nothing
+        changed |= {by_id[tid].key for tid in status.changed}
+    if not changed:
+        return "unchanged", "no source changed", nothing
+    return "incremental", f"{len(changed)} of {len(plan.sources)} sources changed", frozenset(
+        changed
+    )
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, table: TableRef) -> bool:
+    row = con.execute(
+        "SELECT count(*) FROM information_schema.tables "
+        "WHERE table_catalog = ? AND table_schema = ? AND table_name = ?",
+        [table.catalog, table.schema, table.name],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _maintain(con, plan: IVMPlan, snapshots, changed, result: RunResult) -> None:
+    statements = plan.maintenance_sql(snapshots, changed)
+    if not statements:
+        return
+    create_delta, *apply = statements
+    con.execute(create_delta)
+    row = con.execute(
+        "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
+        f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {plan.delta_table}"
+    ).fetchone()
+    assert row is not None
+    result.rows_inserted, result.rows_deleted = int(row[0]), int(row[1])
+    if result.rows_inserted or result.rows_deleted:
+        for statement in apply:
+            con.execute(statement)
+    con.execute(f"DROP TABLE {plan.delta_table}")
+    result.statements = statements
+
+
+def _rebuild(con, plan: IVMPlan, snapshots, result: RunResult) -> None:
+    statements = [
+        f"DROP TABLE IF EXISTS {plan.target.sql()}",
+        plan.create_table_sql(snapshots),
+        plan.initial_load_sql(snapshots),
+    ]
+    for statement in statements:
+        con.execute(statement)
+    row = con.execute(f"SELECT count(*) FROM {plan.target.sql()}").fetchone()
+    result.rows_inserted = int(row[0]) if row else 0
+    result.statements = statements

@@ -1,0 +1,237 @@
+"""From qualified SQL to a tree of relational operators.
+
+Each SELECT block becomes ``Project(Filter?(Aggregate?(Filter?(Join(inputs)))))``: the FROM
+items and their ON conditions form one N-ary inner join, WHERE filters it, GROUP BY and the
+aggregate calls form an Aggregate, HAVING filters that, and the select list projects.
+Subqueries in FROM and CTEs are converted recursively and plugged in as join inputs, so any
+nesting composes; a CTE referenced twice is one shared node, rendered once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from .errors import UnsupportedSQLError
+from .operators import Aggregate, Filter, Join, Operator, Project, Scan, TableRef
+from .operators.aggregate import agg_name, key_name
+from .validate import check_aggregate, check_select
+
+
+@dataclass(frozen=True)
+class _Input:
+    alias: str
+    node: Operator
+
+
+def build_tree(qualified: exp.Expression) -> Operator:
+    """Convert a query qualified by sqlglot's ``qualify`` into an operator tree."""
+    root = _query(qualified, {})
+    _number(root, {})
+    return root
+
+
+def _number(node: Operator, seen: dict[int, int]) -> None:
+    """Give every node its position in tree order (children first); shared nodes once."""
+    if id(node) in seen:
+        return
+    for child in node.children:
+        _number(child, seen)
+    seen[id(node)] = node.node_id = len(seen) + 1
+
+
+def _query(node: exp.Expression, ctes: dict[str, Operator]) -> Operator:
+    if isinstance(node, exp.Subquery):
+        return _query(node.this, ctes)
+    if isinstance(node, exp.Union | exp.Intersect | exp.Except):
+        name = type(node).__name__.upper()
+        raise UnsupportedSQLError(f"{name} (set operation)")
+    if not isinstance(node, exp.Select):
+        raise UnsupportedSQLError(f"{type(node).__name__} statement", "a model is one SELECT")
+    scope = dict(ctes)
+    with_ = node.args.get("with_") or node.args.get("with")
+    if with_ is not None:
+        if with_.args.get("recursive"):
+            raise UnsupportedSQLError("WITH RECURSIVE")
+        for cte in with_.expressions:
+            scope[cte.alias] = _query(cte.this, scope)
+    return _select(node, scope)
+
+
+def _select(select: exp.Select, ctes: dict[str, Operator]) -> Operator:
+    check_select(select)
+    from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is None:
+        raise UnsupportedSQLError("SELECT without FROM")
+    joins = select.args.get("joins") or []
+    conditions: list[exp.Expression] = []
+    for join in joins:
+        _check_join(join)
+        if join.args.get("on") is not None:
+            conditions.append(join.args["on"])
+    referenced = _referenced_columns(select)
+    inputs = [_input(item, ctes, referenced) for item in [from_.this, *(j.this for j in joins)]]
+
+    relation: Operator = Join(
+        tuple((i.alias, i.node) for i in inputs),
+        exp.and_(*conditions) if conditions else None,
+    )
+    where = select.args.get("where")
+    if where is not None:
+        relation = Filter(relation, _flatten(where.this))
+
+    outputs = [(e.alias_or_name, _flatten(_unalias(e))) for e in select.expressions]
+    having = select.args.get("having")
+    having_predicate = _flatten(having.this) if having is not None else None
+    group = select.args.get("group")
+    if group is not None or _has_aggregate([e for _, e in outputs], having_predicate):
+        keys = _group_keys(group, [e for _, e in outputs])
+        aggregates = _aggregate_calls([e for _, e in outputs], having_predicate)
+        relation = Aggregate(relation, tuple(keys), tuple(aggregates))
+        outputs = [(name, _over_aggregate(e, keys, aggregates)) for name, e in outputs]
+        if having_predicate is not None:
+            relation = Filter(relation, _over_aggregate(having_predicate, keys, aggregates))
+    elif having_predicate is not None:
+        raise UnsupportedSQLError("HAVING without aggregation")
+    return Project(relation, tuple(zip(_unique(n for n, _ in outputs), (e for _, e in outputs))))
+
+
+def _check_join(join: exp.Join) -> None:
+    side = (join.args.get("side") or "").upper()
+    kind = (join.args.get("kind") or "").upper()
+    if side:
+        raise UnsupportedSQLError(f"{side} OUTER JOIN" if side != "FULL" else "FULL OUTER JOIN")
+    if kind not in ("", "INNER", "CROSS"):
+        raise UnsupportedSQLError(f"{kind} JOIN")
+    if join.args.get("using"):
+        raise UnsupportedSQLError("JOIN ... USING that could not be resolved")
+    if join.args.get("method"):
+        raise UnsupportedSQLError(f"{join.args['method']} JOIN")
+
+
+def _input(item: exp.Expression, ctes: dict[str, Operator], referenced: dict[str, list[str]]):
+    if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+        if item.args.get("when") is not None:
+            raise UnsupportedSQLError("time travel (AT/VERSION) in the model SQL")
+        alias = item.alias_or_name
+        if not item.args.get("db") and item.name in ctes:
+            return _Input(alias, ctes[item.name])
+        table = TableRef(item.catalog, item.db, item.name)
+        return _Input(alias, Scan(table, tuple(referenced.get(alias, []))))
+    if isinstance(item, exp.Subquery):
+        return _Input(item.alias, _query(item.this, ctes))
+    if isinstance(item, exp.Lateral):
+        raise UnsupportedSQLError("LATERAL")
+    kind = {exp.Values: "VALUES", exp.Unnest: "UNNEST"}.get(type(item))
+    if isinstance(item, exp.Table):
+        kind = f"table function {item.this.sql(dialect='duckdb')}"
+    raise UnsupportedSQLError(f"{kind or type(item).__name__} in FROM")
+
+
+def _referenced_columns(select: exp.Select) -> dict[str, list[str]]:
+    """Columns each FROM alias must provide, in first-use order."""
+    found: dict[str, list[str]] = {}
+    parts: list[exp.Expression] = list(select.expressions)
+    parts += [select.args[k] for k in ("where", "group", "having") if select.args.get(k)]
+    parts += [j.args["on"] for j in select.args.get("joins") or [] if j.args.get("on")]
+    for part in parts:
+        for column in part.find_all(exp.Column):
+            names = found.setdefault(column.table, [])
+            if column.name not in names:
+                names.append(column.name)
+    return found
+
+
+def _flatten(expression: exp.Expression) -> exp.Expression:
+    """Point ``"alias"."col"`` at the join's flattened output column ``"alias.col"``."""
+
+    def rename(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.table:
+            return exp.column(exp.to_identifier(f"{node.table}.{node.name}", quoted=True))
+        return node
+
+    return expression.copy().transform(rename)
+
+
+def _unalias(expression: exp.Expression) -> exp.Expression:
+    return expression.this if isinstance(expression, exp.Alias) else expression
+
+
+def _is_aggregate_call(node: exp.Expression) -> bool:
+    return isinstance(node, exp.AggFunc) or (
+        isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc)
+    )
+
+
+def _has_aggregate(expressions: list[exp.Expression], having: exp.Expression | None) -> bool:
+    candidates = [*expressions, *([having] if having is not None else [])]
+    return any(e.find(exp.AggFunc) for e in candidates)
+
+
+def _group_keys(group: exp.Group | None, outputs: list[exp.Expression]) -> list[exp.Expression]:
+    if group is None:
+        return []
+    if group.args.get("all"):
+        return [e for e in outputs if not e.find(exp.AggFunc)]
+    return [_flatten(e) for e in group.expressions]
+
+
+def _aggregate_calls(
+    outputs: list[exp.Expression], having: exp.Expression | None
+) -> list[exp.Expression]:
+    calls: dict[str, exp.Expression] = {}
+    for expression in [*outputs, *([having] if having is not None else [])]:
+        for node in expression.walk():
+            if _is_aggregate_call(node) and not _inside_aggregate(node):
+                check_aggregate(node)
+                calls.setdefault(node.sql(dialect="duckdb"), node)
+    return list(calls.values())
+
+
+def _inside_aggregate(node: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if _is_aggregate_call(parent):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _over_aggregate(
+    expression: exp.Expression, keys: list[exp.Expression], aggregates: list[exp.Expression]
+) -> exp.Expression:
+    """Rewrite an expression above GROUP BY in terms of the Aggregate's output columns."""
+    key_index = {k.sql(dialect="duckdb"): i for i, k in enumerate(keys)}
+    agg_index = {a.sql(dialect="duckdb"): j for j, a in enumerate(aggregates)}
+
+    def replace(node: exp.Expression) -> exp.Expression:
+        text = node.sql(dialect="duckdb")
+        if _is_aggregate_call(node) and text in agg_index:
+            return exp.column(exp.to_identifier(agg_name(agg_index[text]), quoted=True))
+        if text in key_index and not isinstance(node, exp.Literal):
+            return exp.column(exp.to_identifier(key_name(key_index[text]), quoted=True))
+        return node
+
+    rewritten = expression.copy().transform(replace)
+    for column in rewritten.find_all(exp.Column):
+        if not column.name.startswith("_ivm_"):
+            raise UnsupportedSQLError(
+                f"column {column.name} outside GROUP BY",
+                "every selected column must be grouped or aggregated",
+            )
+    return rewritten
+
+
+def _unique(names) -> list[str]:
+    """Disambiguate repeated output names the way DuckDB does (``id``, ``id_1``, ...)."""
+    seen: set[str] = set()
+    result = []
+    for name in names:
+        candidate, n = name, 0
+        while candidate in seen:
+            n += 1
+            candidate = f"{name}_{n}"
+        seen.add(candidate)
+        result.append(candidate)
+    return result
