@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from .lake import table_id
 from .operators.base import TableRef, quote
 
 CURSOR_TABLE = "_duckstream_cursors"
@@ -29,12 +30,7 @@ def cursor_table(target: TableRef) -> str:
 
 
 def exists(con: duckdb.DuckDBPyConnection, target: TableRef) -> bool:
-    row = con.execute(
-        "SELECT count(*) FROM information_schema.tables "
-        "WHERE table_catalog = ? AND table_schema = ? AND table_name = ?",
-        [target.catalog, target.schema, CURSOR_TABLE],
-    ).fetchone()
-    return bool(row and row[0])
+    return table_id(con, TableRef(target.catalog, target.schema, CURSOR_TABLE)) is not None
 
 
 def ensure(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:

@@ -52,17 +52,12 @@ def prepare(
                 f"source {source.key} is not in a DuckLake catalog: incremental maintenance "
                 "reads DuckLake's change feed, so attach the source's catalog with ducklake:"
             )
-        rows = con.execute(
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_catalog = ? AND table_schema = ? AND table_name = ? "
-            "ORDER BY ordinal_position",
-            [source.catalog, source.schema, source.name],
-        ).fetchall()
-        if not rows:
+        if table_id(con, source) is None:
             raise ConfigurationError(f"source table {source.key} does not exist")
-        schema.setdefault(source.catalog, {}).setdefault(source.schema, {})[source.name] = dict(
-            rows
-        )
+        rows = con.execute(f"DESCRIBE {source.sql()}").fetchall()
+        schema.setdefault(source.catalog, {}).setdefault(source.schema, {})[source.name] = {
+            r[0]: r[1] for r in rows
+        }
     return compile_ivm(
         sql, target=target_ref, schema=schema, catalog=catalog, db=db,
         output_columns=describe(con, sql, catalog, db),
@@ -169,12 +164,7 @@ def _decide(
 
 
 def _table_exists(con: duckdb.DuckDBPyConnection, table: TableRef) -> bool:
-    row = con.execute(
-        "SELECT count(*) FROM information_schema.tables "
-        "WHERE table_catalog = ? AND table_schema = ? AND table_name = ?",
-        [table.catalog, table.schema, table.name],
-    ).fetchone()
-    return bool(row and row[0])
+    return table_id(con, table) is not None
 
 
 def _maintain(con, plan: IVMPlan, snapshots, changed, result: RunResult) -> None:
@@ -191,9 +181,14 @@ def _maintain(con, plan: IVMPlan, snapshots, changed, result: RunResult) -> None
     result.rows_inserted, result.rows_deleted = int(row[0]), int(row[1])
     if result.rows_inserted or result.rows_deleted:
         for statement in apply:
-            con.execute(statement)
+            apply_statement(con, statement)
     con.execute(f"DROP TABLE {plan.delta_table}")
     result.statements = statements
+
+
+def apply_statement(con: duckdb.DuckDBPyConnection, statement: str) -> None:
+    """Execute one statement that writes the model (a seam for crash tests)."""
+    con.execute(statement)
 
 
 def _rebuild(con, plan: IVMPlan, snapshots, result: RunResult) -> None:

@@ -53,11 +53,10 @@ _ORDER_DEPENDENT_NAMES = frozenset(
 
 
 def function_name(node: exp.Expression) -> str:
+    """The function's name as DuckDB spells it (``random``, not sqlglot's ``rand``)."""
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
-    if isinstance(node, exp.Func):
-        return node.sql_name().lower()
-    return type(node).__name__.lower()
+    return node.sql(dialect="duckdb").split("(")[0].strip().lower()
 
 
 def check_deterministic(expression: exp.Expression) -> None:

@@ -1,0 +1,21 @@
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from .harness import fresh_lake
+
+settings.register_profile(
+    "ci",
+    max_examples=int(os.environ.get("DUCKSTREAM_EXAMPLES", "200")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=False,
+)
+settings.load_profile("ci")
+
+
+@pytest.fixture
+def lake():
+    with fresh_lake() as con:
+        yield con

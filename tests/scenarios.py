@@ -1,0 +1,121 @@
+"""Random change scenarios for the oracle: the tables, the operations, and their schedule.
+
+Small value domains make duplicates, join matches and shared group keys common; every column
+may be NULL. A scenario is an initial load, then several maintenance windows, each made of
+several snapshots (some of them multi-statement transactions) of inserts, deletes and updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+TABLES: dict[str, dict[str, str]] = {
+    "r": {"id": "INTEGER", "k": "INTEGER", "g": "VARCHAR", "v": "INTEGER", "x": "DOUBLE"},
+    "s": {"k": "INTEGER", "name": "VARCHAR", "w": "INTEGER"},
+    "t": {"k": "INTEGER", "z": "INTEGER"},
+}
+
+_VALUES = {
+    "INTEGER": st.one_of(st.none(), st.integers(-2, 5)),
+    "VARCHAR": st.one_of(st.none(), st.sampled_from(["a", "b", "c", "it's"])),
+    "DOUBLE": st.one_of(st.none(), st.sampled_from([0.5, 1.25, -2.0, 3.1, 1e-3, 0.0])),
+}
+_KEY = st.one_of(st.none(), st.integers(0, 3))
+
+
+def sql_value(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)
+
+
+def create_tables_sql() -> list[str]:
+    return [
+        f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in cols.items())})"
+        for name, cols in TABLES.items()
+    ]
+
+
+@st.composite
+def rows(draw, table: str, max_size: int = 4) -> list[tuple]:
+    columns = TABLES[table]
+    row = st.tuples(*(_KEY if c == "k" else _VALUES[t] for c, t in columns.items()))
+    drawn = draw(st.lists(row, min_size=1, max_size=max_size))
+    if draw(st.booleans()):  # an exact duplicate of a row in the same batch
+        drawn.append(drawn[0])
+    return drawn
+
+
+@dataclass(frozen=True)
+class Operation:
+    """Statements applied either as one transaction (one snapshot) or one snapshot each."""
+
+    statements: tuple[str, ...]
+    transactional: bool = False
+
+    def apply(self, con) -> None:
+        if self.transactional:
+            con.execute("BEGIN TRANSACTION")
+        for statement in self.statements:
+            con.execute(statement)
+        if self.transactional:
+            con.execute("COMMIT")
+
+
+def _insert(table: str, batch: list[tuple]) -> str:
+    values = ", ".join("(" + ", ".join(sql_value(v) for v in row) + ")" for row in batch)
+    return f"INSERT INTO {table} VALUES {values}"
+
+
+@st.composite
+def statements(draw, tables: tuple[str, ...]) -> list[str]:
+    table = draw(st.sampled_from(tables))
+    columns = TABLES[table]
+    kind = draw(st.sampled_from(["insert", "insert", "delete", "update", "insert_delete"]))
+    if kind == "insert":
+        return [_insert(table, draw(rows(table)))]
+    where_col = draw(st.sampled_from(list(columns)))
+    where_val = draw(_KEY if where_col == "k" else _VALUES[columns[where_col]])
+    where = f"{where_col} IS NOT DISTINCT FROM {sql_value(where_val)}"
+    if kind == "delete":
+        return [f"DELETE FROM {table} WHERE {where}"]
+    if kind == "update":
+        set_col = draw(st.sampled_from(list(columns)))
+        new = draw(_KEY if set_col == "k" else _VALUES[columns[set_col]])
+        return [f"UPDATE {table} SET {set_col} = {sql_value(new)} WHERE {where}"]
+    # a row that lives and dies inside one maintenance window
+    batch = draw(rows(table, max_size=2))
+    first = batch[0]
+    match = " AND ".join(
+        f"{c} IS NOT DISTINCT FROM {sql_value(v)}" for c, v in zip(columns, first, strict=True)
+    )
+    return [_insert(table, batch), f"DELETE FROM {table} WHERE {match}"]
+
+
+@st.composite
+def operations(draw, tables: tuple[str, ...]) -> Operation:
+    parts = draw(statements(tables))
+    if draw(st.integers(0, 3)) == 0:
+        parts += draw(statements(tables))
+    return Operation(tuple(parts), transactional=len(parts) > 1 and draw(st.booleans()))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    initial: tuple[Operation, ...]
+    windows: tuple[tuple[Operation, ...], ...]
+
+
+@st.composite
+def scenarios(draw, tables: tuple[str, ...] = ("r", "s", "t")) -> Scenario:
+    initial = tuple(
+        Operation((_insert(table, draw(rows(table, max_size=6))),)) for table in tables
+    )
+    windows = draw(
+        st.lists(st.lists(operations(tables), min_size=1, max_size=4), min_size=1, max_size=3)
+    )
+    return Scenario(initial, tuple(tuple(w) for w in windows))

@@ -1,0 +1,57 @@
+"""Unsupported SQL fails before anything is written, naming the construct."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbt_duckstream import ConfigurationError, UnsupportedSQLError, compile_ivm
+
+SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "INTEGER"}}}}
+
+
+@pytest.mark.parametrize(
+    ("sql", "construct"),
+    [
+        ("SELECT a, random() AS r FROM t", "non-deterministic function random()"),
+        ("SELECT a, now() AS ts FROM t", "non-deterministic function"),
+        ("SELECT a FROM t WHERE a < current_date", "non-deterministic function"),
+        ("SELECT t.a FROM t LEFT JOIN u ON t.a = u.a", "LEFT OUTER JOIN"),
+        ("SELECT t.a FROM t FULL JOIN u ON t.a = u.a", "FULL OUTER JOIN"),
+        ("SELECT t.a FROM t SEMI JOIN u ON t.a = u.a", "SEMI JOIN"),
+        ("SELECT DISTINCT a FROM t", "SELECT DISTINCT"),
+        ("SELECT a FROM t UNION ALL SELECT a FROM u", "UNION"),
+        ("SELECT a, row_number() OVER (ORDER BY a) AS n FROM t", "window function"),
+        ("SELECT a FROM t LIMIT 3", "LIMIT/OFFSET"),
+        ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "subquery in an expression"),
+        ("SELECT string_agg(b, ',') AS s FROM t", "order-dependent aggregate"),
+        ("WITH RECURSIVE r AS (SELECT 1 AS n) SELECT n FROM r", "WITH RECURSIVE"),
+        ("SELECT * FROM range(3)", "table function"),
+        ("SELECT 1 AS one", "SELECT without FROM"),
+    ],
+)
+def test_unsupported_sql_names_the_construct(sql: str, construct: str) -> None:
+    with pytest.raises(UnsupportedSQLError) as raised:
+        compile_ivm(sql, target="m", schema=SCHEMA, catalog="lake")
+    assert construct in str(raised.value)
+    assert construct.split(" (")[0] in raised.value.construct
+
+
+def test_unknown_column_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="nope"):
+        compile_ivm("SELECT nope FROM t", target="m", schema=SCHEMA, catalog="lake")
+
+
+def test_order_by_at_the_top_is_dropped() -> None:
+    plan = compile_ivm("SELECT a FROM t ORDER BY a", target="m", schema=SCHEMA, catalog="lake")
+    assert "ORDER BY" not in plan.qualified_sql
+
+
+def test_explain_shows_each_operator_as_a_named_cte() -> None:
+    plan = compile_ivm(
+        "SELECT b, count(*) AS n FROM t JOIN u ON t.a = u.a GROUP BY b",
+        target="m", schema=SCHEMA, catalog="lake",
+    )
+    text = plan.explain()
+    for cte in ("scan1_delta", "scan2_delta", "join3_delta", "aggregate4_delta", "project5_delta"):
+        assert cte in text
+    assert plan.key_columns == ("b",)

@@ -1,0 +1,132 @@
+"""How a run behaves: no-op runs, pinning, rebuild triggers, atomicity, compaction."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbt_duckstream import lake as lake_module
+from dbt_duckstream import runtime
+
+from .harness import Model
+
+SQL = "SELECT k, sum(v) AS total, count(*) AS n FROM t GROUP BY k"
+
+
+def snapshot(con) -> int:
+    return lake_module.current_snapshot(con, "lake")
+
+
+@pytest.fixture
+def model(lake):
+    lake.execute("CREATE TABLE t (k INTEGER, v INTEGER)")
+    lake.execute("CREATE TABLE other (x INTEGER)")
+    lake.execute("INSERT INTO t VALUES (1, 10), (1, 20), (2, 5)")
+    m = Model(lake, "m", SQL)
+    assert m.refresh().strategy == "initial"
+    return m
+
+
+def test_a_run_without_changes_writes_nothing(model, lake):
+    before = snapshot(lake)
+    result = model.refresh()
+    assert (result.strategy, result.statements) == ("unchanged", [])
+    lake.execute("INSERT INTO other VALUES (1)")  # a table the model does not read
+    after_unrelated = snapshot(lake)
+    assert model.refresh().strategy == "unchanged"
+    assert snapshot(lake) == after_unrelated == before + 1
+
+
+def test_a_run_commits_one_labelled_snapshot(model, lake):
+    lake.execute("INSERT INTO t VALUES (3, 1)")
+    before = snapshot(lake)
+    model.refresh()
+    assert snapshot(lake) == before + 1
+    author, message = lake.execute(
+        "SELECT author, commit_message FROM ducklake_snapshots('lake') ORDER BY snapshot_id DESC"
+    ).fetchone()
+    assert author == "dbt-duckstream" and "lake.main.m: incremental" in message
+
+
+def test_changes_after_the_pinned_snapshot_wait_for_the_next_run(model, lake, monkeypatch):
+    lake.execute("INSERT INTO t VALUES (3, 1)")
+    pinned = snapshot(lake)
+    lake.execute("INSERT INTO t VALUES (4, 1)")  # lands "while the run is going on"
+    monkeypatch.setattr(runtime, "current_snapshot", lambda con, catalog: pinned)
+    result = model.refresh()
+    assert result.snapshots["lake"][1] == pinned
+    assert lake.execute("SELECT count(*) FROM m WHERE k = 4").fetchone() == (0,)
+    monkeypatch.undo()
+    model.refresh()
+    model.assert_consistent()
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("DROP TABLE t; CREATE TABLE t (k INTEGER, v INTEGER); INSERT INTO t VALUES (7, 7)",
+         "dropped or recreated"),
+        ("ALTER TABLE t ADD COLUMN w INTEGER; INSERT INTO t VALUES (8, 8, 8)", "altered"),
+    ],
+)
+def test_a_broken_change_feed_rebuilds(model, lake, change, reason):
+    lake.execute(change)
+    result = model.refresh()
+    assert result.strategy == "rebuild" and reason in result.reason
+    model.assert_consistent()
+
+
+def test_expired_snapshots_behind_the_cursor_rebuild(model, lake):
+    lake.execute("INSERT INTO t VALUES (9, 9)")
+    lake.execute("INSERT INTO t VALUES (10, 10)")
+    lake.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    result = model.refresh()
+    assert result.strategy == "rebuild" and "expired" in result.reason
+    model.assert_consistent()
+
+
+def test_changed_model_sql_rebuilds(model, lake):
+    changed = Model(lake, "m", SQL.replace("sum(v)", "max(v)"))
+    result = changed.refresh()
+    assert result.strategy == "rebuild" and "SQL changed" in result.reason
+    changed.assert_consistent()
+
+
+def test_full_refresh_rebuilds(model):
+    assert model.refresh(full_refresh=True).strategy == "rebuild"
+    model.assert_consistent()
+
+
+def test_a_crash_mid_run_leaves_model_and_cursor_as_they_were(model, lake, monkeypatch):
+    lake.execute("UPDATE t SET v = 100 WHERE k = 1")
+    lake.execute("DELETE FROM t WHERE k = 2")
+    before_rows = sorted(lake.execute("SELECT * FROM m").fetchall())
+    before_cursor = lake.execute("SELECT snapshot_id FROM _duckstream_cursors").fetchall()
+    real = runtime.apply_statement
+
+    def crash_on_insert(con, statement):
+        if statement.startswith("INSERT INTO"):
+            raise RuntimeError("simulated crash")
+        real(con, statement)
+
+    monkeypatch.setattr(runtime, "apply_statement", crash_on_insert)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        model.refresh()
+    assert sorted(lake.execute("SELECT * FROM m").fetchall()) == before_rows
+    assert lake.execute("SELECT snapshot_id FROM _duckstream_cursors").fetchall() == before_cursor
+    monkeypatch.undo()
+    result = model.refresh()
+    assert (result.strategy, result.rows_deleted) == ("incremental", 2)
+    model.assert_consistent()
+
+
+def test_compaction_and_rewrites_do_not_disturb_netting(model, lake):
+    lake.execute("INSERT INTO t SELECT i % 4, i FROM range(2000) r(i)")
+    lake.execute("INSERT INTO t SELECT i % 4, i FROM range(2000) r(i)")
+    model.refresh()
+    lake.execute("UPDATE t SET v = v + 1 WHERE v % 7 = 0")
+    lake.execute("DELETE FROM t WHERE v % 11 = 0")
+    lake.execute("CALL ducklake_merge_adjacent_files('lake')")
+    lake.execute("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)")
+    lake.execute("UPDATE t SET v = v + 1 WHERE v % 5 = 0")
+    model.refresh()
+    model.assert_consistent()
