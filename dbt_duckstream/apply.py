@@ -47,6 +47,5 @@ def delete_sql(target: str, columns: tuple[str, ...], keys: tuple[str, ...] | No
 def insert_sql(target: str, columns: tuple[str, ...], delta: str) -> str:
     cols = ", ".join(f"d.{quote(c)}" for c in columns)
     return (
-        f"INSERT INTO {target} SELECT {cols} FROM {delta} AS d, range(d.{MULT}) "
-        f"WHERE d.{MULT} > 0"
+        f"INSERT INTO {target} SELECT {cols} FROM {delta} AS d, range(d.{MULT}) WHERE d.{MULT} > 0"
     )

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import cast
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
+from sqlglot.schema import MappingSchema
 
 from .apply import delete_sql, insert_sql
 from .errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
@@ -162,7 +164,7 @@ def compile_ivm(
     )
 
 
-def parse_sql(sql: str) -> exp.Expression:
+def parse_sql(sql: str) -> exp.Expr:
     try:
         parsed = sqlglot.parse(sql, read="duckdb")
     except ParseError as error:
@@ -181,8 +183,14 @@ def parse_sql(sql: str) -> exp.Expression:
 def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:
     """The base tables a model reads (CTE names excluded), fully qualified."""
     statement = qualify(
-        parse_sql(sql), catalog=catalog, db=db, dialect="duckdb", qualify_columns=False,
-        validate_qualify_columns=False, quote_identifiers=False, expand_stars=False,
+        parse_sql(sql),
+        catalog=catalog,
+        db=db,
+        dialect="duckdb",
+        qualify_columns=False,
+        validate_qualify_columns=False,
+        quote_identifiers=False,
+        expand_stars=False,
     )
     found: dict[str, TableRef] = {}
     for table in statement.find_all(exp.Table):
@@ -192,11 +200,16 @@ def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:
     return list(found.values())
 
 
-def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expression:
+def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
     try:
         return qualify(
-            parse_sql(sql), schema=schema, catalog=catalog, db=db, dialect="duckdb",
-            validate_qualify_columns=True, quote_identifiers=True,
+            parse_sql(sql),
+            schema=MappingSchema(cast("dict[str, object]", schema), dialect="duckdb"),
+            catalog=catalog,
+            db=db,
+            dialect="duckdb",
+            validate_qualify_columns=True,
+            quote_identifiers=True,
         )
     except OptimizeError as error:
         raise ConfigurationError(f"cannot resolve the model SQL: {error}") from error

@@ -97,7 +97,9 @@ def feed_status(
             ids = {int(v) for v in values or [] if str(v).isdigit()}
             for tid in ids & table_ids:
                 if kind in BREAKING_CHANGES:
-                    broken.setdefault(tid, f"{kind.replace('tables_', '')} in snapshot {snapshot_id}")
+                    broken.setdefault(
+                        tid, f"{kind.replace('tables_', '')} in snapshot {snapshot_id}"
+                    )
                 else:
                     changed.add(tid)
     return FeedStatus(frozenset(changed), broken)

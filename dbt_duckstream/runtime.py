@@ -40,7 +40,11 @@ class RunResult:
 
 
 def prepare(
-    con: duckdb.DuckDBPyConnection, sql: str, target: str | TableRef, *, catalog: str,
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: str | TableRef,
+    *,
+    catalog: str,
     db: str = "main",
 ) -> IVMPlan:
     """Compile model SQL against the live catalog: source schemas and exact output types."""
@@ -59,7 +63,11 @@ def prepare(
             r[0]: r[1] for r in rows
         }
     return compile_ivm(
-        sql, target=target_ref, schema=schema, catalog=catalog, db=db,
+        sql,
+        target=target_ref,
+        schema=schema,
+        catalog=catalog,
+        db=db,
         output_columns=describe(con, sql, catalog, db),
     )
 
@@ -158,8 +166,10 @@ def _decide(
         changed |= {by_id[tid].key for tid in status.changed}
     if not changed:
         return "unchanged", "no source changed", nothing
-    return "incremental", f"{len(changed)} of {len(plan.sources)} sources changed", frozenset(
-        changed
+    return (
+        "incremental",
+        f"{len(changed)} of {len(plan.sources)} sources changed",
+        frozenset(changed),
     )
 
 

@@ -25,7 +25,7 @@ class _Input:
     node: Operator
 
 
-def build_tree(qualified: exp.Expression) -> Operator:
+def build_tree(qualified: exp.Expr) -> Operator:
     """Convert a query qualified by sqlglot's ``qualify`` into an operator tree."""
     root = _query(qualified, {})
     _number(root, {})
@@ -41,7 +41,7 @@ def _number(node: Operator, seen: dict[int, int]) -> None:
     seen[id(node)] = node.node_id = len(seen) + 1
 
 
-def _query(node: exp.Expression, ctes: dict[str, Operator]) -> Operator:
+def _query(node: exp.Expr, ctes: dict[str, Operator]) -> Operator:
     if isinstance(node, exp.Subquery):
         return _query(node.this, ctes)
     if isinstance(node, exp.Union | exp.Intersect | exp.Except):
@@ -65,7 +65,7 @@ def _select(select: exp.Select, ctes: dict[str, Operator]) -> Operator:
     if from_ is None:
         raise UnsupportedSQLError("SELECT without FROM")
     joins = select.args.get("joins") or []
-    conditions: list[exp.Expression] = []
+    conditions: list[exp.Expr] = []
     for join in joins:
         _check_join(join)
         if join.args.get("on") is not None:
@@ -94,7 +94,9 @@ def _select(select: exp.Select, ctes: dict[str, Operator]) -> Operator:
             relation = Filter(relation, _over_aggregate(having_predicate, keys, aggregates))
     elif having_predicate is not None:
         raise UnsupportedSQLError("HAVING without aggregation")
-    return Project(relation, tuple(zip(_unique(n for n, _ in outputs), (e for _, e in outputs))))
+    return Project(
+        relation, tuple(zip(_unique(n for n, _ in outputs), [e for _, e in outputs], strict=True))
+    )
 
 
 def _check_join(join: exp.Join) -> None:
@@ -110,7 +112,7 @@ def _check_join(join: exp.Join) -> None:
         raise UnsupportedSQLError(f"{join.args['method']} JOIN")
 
 
-def _input(item: exp.Expression, ctes: dict[str, Operator], referenced: dict[str, list[str]]):
+def _input(item: exp.Expr, ctes: dict[str, Operator], referenced: dict[str, list[str]]):
     if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
         if item.args.get("when") is not None:
             raise UnsupportedSQLError("time travel (AT/VERSION) in the model SQL")
@@ -132,7 +134,7 @@ def _input(item: exp.Expression, ctes: dict[str, Operator], referenced: dict[str
 def _referenced_columns(select: exp.Select) -> dict[str, list[str]]:
     """Columns each FROM alias must provide, in first-use order."""
     found: dict[str, list[str]] = {}
-    parts: list[exp.Expression] = list(select.expressions)
+    parts: list[exp.Expr] = list(select.expressions)
     parts += [select.args[k] for k in ("where", "group", "having") if select.args.get(k)]
     parts += [j.args["on"] for j in select.args.get("joins") or [] if j.args.get("on")]
     for part in parts:
@@ -143,10 +145,10 @@ def _referenced_columns(select: exp.Select) -> dict[str, list[str]]:
     return found
 
 
-def _flatten(expression: exp.Expression) -> exp.Expression:
+def _flatten(expression: exp.Expr) -> exp.Expr:
     """Point ``"alias"."col"`` at the join's flattened output column ``"alias.col"``."""
 
-    def rename(node: exp.Expression) -> exp.Expression:
+    def rename(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and node.table:
             return exp.column(exp.to_identifier(f"{node.table}.{node.name}", quoted=True))
         return node
@@ -154,22 +156,22 @@ def _flatten(expression: exp.Expression) -> exp.Expression:
     return expression.copy().transform(rename)
 
 
-def _unalias(expression: exp.Expression) -> exp.Expression:
+def _unalias(expression: exp.Expr) -> exp.Expr:
     return expression.this if isinstance(expression, exp.Alias) else expression
 
 
-def _is_aggregate_call(node: exp.Expression) -> bool:
+def _is_aggregate_call(node: exp.Expr) -> bool:
     return isinstance(node, exp.AggFunc) or (
         isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc)
     )
 
 
-def _has_aggregate(expressions: list[exp.Expression], having: exp.Expression | None) -> bool:
+def _has_aggregate(expressions: list[exp.Expr], having: exp.Expr | None) -> bool:
     candidates = [*expressions, *([having] if having is not None else [])]
     return any(e.find(exp.AggFunc) for e in candidates)
 
 
-def _group_keys(group: exp.Group | None, outputs: list[exp.Expression]) -> list[exp.Expression]:
+def _group_keys(group: exp.Group | None, outputs: list[exp.Expr]) -> list[exp.Expr]:
     if group is None:
         return []
     if group.args.get("all"):
@@ -177,10 +179,8 @@ def _group_keys(group: exp.Group | None, outputs: list[exp.Expression]) -> list[
     return [_flatten(e) for e in group.expressions]
 
 
-def _aggregate_calls(
-    outputs: list[exp.Expression], having: exp.Expression | None
-) -> list[exp.Expression]:
-    calls: dict[str, exp.Expression] = {}
+def _aggregate_calls(outputs: list[exp.Expr], having: exp.Expr | None) -> list[exp.Expr]:
+    calls: dict[str, exp.Expr] = {}
     for expression in [*outputs, *([having] if having is not None else [])]:
         for node in expression.walk():
             if _is_aggregate_call(node) and not _inside_aggregate(node):
@@ -189,7 +189,7 @@ def _aggregate_calls(
     return list(calls.values())
 
 
-def _inside_aggregate(node: exp.Expression) -> bool:
+def _inside_aggregate(node: exp.Expr) -> bool:
     parent = node.parent
     while parent is not None:
         if _is_aggregate_call(parent):
@@ -199,13 +199,13 @@ def _inside_aggregate(node: exp.Expression) -> bool:
 
 
 def _over_aggregate(
-    expression: exp.Expression, keys: list[exp.Expression], aggregates: list[exp.Expression]
-) -> exp.Expression:
+    expression: exp.Expr, keys: list[exp.Expr], aggregates: list[exp.Expr]
+) -> exp.Expr:
     """Rewrite an expression above GROUP BY in terms of the Aggregate's output columns."""
     key_index = {k.sql(dialect="duckdb"): i for i, k in enumerate(keys)}
     agg_index = {a.sql(dialect="duckdb"): j for j, a in enumerate(aggregates)}
 
-    def replace(node: exp.Expression) -> exp.Expression:
+    def replace(node: exp.Expr) -> exp.Expr:
         text = node.sql(dialect="duckdb")
         if _is_aggregate_call(node) and text in agg_index:
             return exp.column(exp.to_identifier(agg_name(agg_index[text]), quoted=True))

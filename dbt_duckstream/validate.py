@@ -7,7 +7,7 @@ from sqlglot import exp
 from .errors import UnsupportedSQLError
 
 #: functions whose value changes from one evaluation to the next
-_NON_DETERMINISTIC_NODES: tuple[type[exp.Expression], ...] = (
+_NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (
     exp.Rand,
     exp.Randn,
     exp.CurrentTimestamp,
@@ -40,7 +40,7 @@ _NON_DETERMINISTIC_NAMES = frozenset(
     }
 )
 #: aggregates whose result depends on the order rows arrive in
-_ORDER_DEPENDENT_AGGREGATES: tuple[type[exp.Expression], ...] = (
+_ORDER_DEPENDENT_AGGREGATES: tuple[type[exp.Expr], ...] = (
     exp.ArrayAgg,
     exp.GroupConcat,
     exp.First,
@@ -52,14 +52,14 @@ _ORDER_DEPENDENT_NAMES = frozenset(
 )
 
 
-def function_name(node: exp.Expression) -> str:
+def function_name(node: exp.Expr) -> str:
     """The function's name as DuckDB spells it (``random``, not sqlglot's ``rand``)."""
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
     return node.sql(dialect="duckdb").split("(")[0].strip().lower()
 
 
-def check_deterministic(expression: exp.Expression) -> None:
+def check_deterministic(expression: exp.Expr) -> None:
     """Raise when the SQL calls a function whose value is not a function of its inputs."""
     for node in expression.walk():
         is_named = isinstance(node, exp.Anonymous | exp.Func)
@@ -73,7 +73,7 @@ def check_deterministic(expression: exp.Expression) -> None:
             )
 
 
-def check_aggregate(node: exp.Expression) -> None:
+def check_aggregate(node: exp.Expr) -> None:
     """Raise for aggregates whose result depends on row order."""
     inner = node.this if isinstance(node, exp.Filter) else node
     if isinstance(inner, _ORDER_DEPENDENT_AGGREGATES) or (

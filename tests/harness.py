@@ -23,8 +23,7 @@ def fresh_lake() -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         load_ducklake(con)
         con.execute(
-            f"ATTACH 'ducklake:{directory}/lake.ducklake' AS lake "
-            f"(DATA_PATH '{directory}/data')"
+            f"ATTACH 'ducklake:{directory}/lake.ducklake' AS lake (DATA_PATH '{directory}/data')"
         )
         con.execute("USE lake")
         yield con

@@ -112,9 +112,7 @@ class Scenario:
 
 @st.composite
 def scenarios(draw, tables: tuple[str, ...] = ("r", "s", "t")) -> Scenario:
-    initial = tuple(
-        Operation((_insert(table, draw(rows(table, max_size=6))),)) for table in tables
-    )
+    initial = tuple(Operation((_insert(table, draw(rows(table, max_size=6))),)) for table in tables)
     windows = draw(
         st.lists(st.lists(operations(tables), min_size=1, max_size=4), min_size=1, max_size=3)
     )

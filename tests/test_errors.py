@@ -49,7 +49,9 @@ def test_order_by_at_the_top_is_dropped() -> None:
 def test_explain_shows_each_operator_as_a_named_cte() -> None:
     plan = compile_ivm(
         "SELECT b, count(*) AS n FROM t JOIN u ON t.a = u.a GROUP BY b",
-        target="m", schema=SCHEMA, catalog="lake",
+        target="m",
+        schema=SCHEMA,
+        catalog="lake",
     )
     text = plan.explain()
     for cte in ("scan1_delta", "scan2_delta", "join3_delta", "aggregate4_delta", "project5_delta"):

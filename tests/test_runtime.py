@@ -63,8 +63,10 @@ def test_changes_after_the_pinned_snapshot_wait_for_the_next_run(model, lake, mo
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ("DROP TABLE t; CREATE TABLE t (k INTEGER, v INTEGER); INSERT INTO t VALUES (7, 7)",
-         "dropped or recreated"),
+        (
+            "DROP TABLE t; CREATE TABLE t (k INTEGER, v INTEGER); INSERT INTO t VALUES (7, 7)",
+            "dropped or recreated",
+        ),
         ("ALTER TABLE t ADD COLUMN w INTEGER; INSERT INTO t VALUES (8, 8, 8)", "altered"),
     ],
 )

@@ -36,8 +36,8 @@ def agg_name(j: int) -> str:
 @dataclass(eq=False)
 class Aggregate(Operator):
     child: Operator
-    keys: tuple[exp.Expression, ...]
-    aggregates: tuple[exp.Expression, ...]
+    keys: tuple[exp.Expr, ...]
+    aggregates: tuple[exp.Expr, ...]
     kind = "aggregate"
 
     @property

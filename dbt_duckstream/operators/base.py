@@ -141,5 +141,5 @@ def column_list(columns: tuple[str, ...] | list[str], prefix: str = "") -> str:
     return ", ".join(f"{prefix}{quote(c)}" for c in columns)
 
 
-def expr_sql(expression: exp.Expression) -> str:
+def expr_sql(expression: exp.Expr) -> str:
     return expression.sql(dialect="duckdb")

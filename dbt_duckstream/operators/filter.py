@@ -1,7 +1,7 @@
 """Filter: a deterministic predicate commutes with the delta.
 
-    view:  SELECT * FROM r WHERE p
-    delta: SELECT * FROM delta(r) WHERE p
+view:  SELECT * FROM r WHERE p
+delta: SELECT * FROM delta(r) WHERE p
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .base import Operator, RenderContext, Side, expr_sql
 @dataclass(eq=False)
 class Filter(Operator):
     child: Operator
-    predicate: exp.Expression
+    predicate: exp.Expr
     kind = "filter"
 
     @property

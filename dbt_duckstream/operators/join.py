@@ -25,7 +25,7 @@ from .base import MULT, Operator, RenderContext, Side, expr_sql, quote
 @dataclass(eq=False)
 class Join(Operator):
     inputs: tuple[tuple[str, Operator], ...]
-    condition: exp.Expression | None
+    condition: exp.Expr | None
     kind = "join"
 
     @property

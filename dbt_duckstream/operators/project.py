@@ -18,7 +18,7 @@ from .base import MULT, Operator, RenderContext, Side, expr_sql, quote
 @dataclass(eq=False)
 class Project(Operator):
     child: Operator
-    outputs: tuple[tuple[str, exp.Expression], ...]
+    outputs: tuple[tuple[str, exp.Expr], ...]
     kind = "project"
 
     @property
