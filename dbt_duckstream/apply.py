@@ -13,7 +13,27 @@ multiplicity per distinct row, never zero). Then:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .operators.base import MULT, quote
+
+
+@dataclass
+class Maintenance:
+    """The statements of one maintenance run, in the order they run.
+
+    ``build`` leaves the model's consolidated delta in a temporary table; ``apply`` writes it to
+    the model (skipped when the delta is empty); ``always`` updates state that changes even when
+    the model's rows do not; ``cleanup`` drops the temporary tables.
+    """
+
+    build: list[str]
+    apply: list[str]
+    always: list[str] = field(default_factory=list)
+    cleanup: list[str] = field(default_factory=list)
+
+    def all(self) -> list[str]:
+        return [*self.build, *self.apply, *self.always, *self.cleanup]
 
 
 def _matches(left: str, right: str, columns: tuple[str, ...]) -> str:

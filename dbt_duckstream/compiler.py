@@ -16,7 +16,8 @@ from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from .apply import delete_sql, insert_sql
+from .accumulate import AccumulatedAggregate
+from .apply import Maintenance, delete_sql, insert_sql
 from .errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from .operators import MULT, Aggregate, Filter, Operator, Project, RenderContext, TableRef
 from .operators.aggregate import key_name
@@ -44,6 +45,7 @@ class IVMPlan:
     sql_hash: str
     qualified_sql: str
     sources: tuple[TableRef, ...] = field(default=())
+    accumulated: AccumulatedAggregate | None = None
 
     @property
     def catalogs(self) -> tuple[str, ...]:
@@ -71,8 +73,13 @@ class IVMPlan:
         )
         return f"{ctx.with_clause()}SELECT {renamed} FROM {quote(state)}"
 
-    def initial_load_sql(self, snapshots: dict[str, tuple[int, int]]) -> str:
-        return f"INSERT INTO {self.target.sql()} {self.recompute_sql(snapshots)}"
+    def build_sql(self, snapshots: dict[str, tuple[int, int]]) -> list[str]:
+        """Statements that (re)create the model, and its state, at the new snapshot."""
+        statements = [f"DROP TABLE IF EXISTS {self.target.sql()}", self.create_table_sql(snapshots)]
+        if self.accumulated is not None:
+            ctx = RenderContext(snapshots, frozenset())
+            return statements + self.accumulated.build_sql(ctx, self.columns)
+        return [*statements, f"INSERT INTO {self.target.sql()} {self.recompute_sql(snapshots)}"]
 
     def delta_sql(self, snapshots: dict[str, tuple[int, int]], changed: frozenset[str]) -> str:
         """The consolidated delta of the model: its columns plus a net multiplicity."""
@@ -90,32 +97,41 @@ class IVMPlan:
             f"GROUP BY ALL HAVING SUM({MULT}) <> 0"
         )
 
-    def maintenance_sql(
+    def maintenance(
         self, snapshots: dict[str, tuple[int, int]], changed: frozenset[str]
-    ) -> list[str]:
-        """Statements that bring the table from the old to the new snapshot (none if no change)."""
+    ) -> Maintenance | None:
+        """Statements that bring the model from the old to the new snapshot (None: no change)."""
+        if self.accumulated is not None:
+            ctx = RenderContext(snapshots, changed)
+            return self.accumulated.maintenance(
+                ctx, self.columns, self.key_columns, self.delta_table
+            )
         delta = self.delta_sql(snapshots, changed)
         if not delta:
-            return []
+            return None
         target = self.target.sql()
-        return [
-            f"CREATE OR REPLACE TEMP TABLE {self.delta_table} AS\n{delta}",
-            delete_sql(target, self.columns, self.key_columns, self.delta_table),
-            insert_sql(target, self.columns, self.delta_table),
-        ]
+        return Maintenance(
+            build=[f"CREATE OR REPLACE TEMP TABLE {self.delta_table} AS\n{delta}"],
+            apply=[
+                delete_sql(target, self.columns, self.key_columns, self.delta_table),
+                insert_sql(target, self.columns, self.delta_table),
+            ],
+            cleanup=[f"DROP TABLE {self.delta_table}"],
+        )
 
     def explain(self) -> str:
         """The plan's SQL for a window in which every source changed, for reading."""
         snapshots = {c: (0, 1) for c in self.catalogs}
         changed = frozenset(s.key for s in self.sources)
+        maintenance = self.maintenance(snapshots, changed)
+        assert maintenance is not None
+        strategy = "accumulators" if self.accumulated else "key-scoped recomputation"
         parts = [
-            f"-- model {self.target.key}: keyed on {self.key_columns}",
-            "-- create",
-            self.create_table_sql(snapshots) + ";",
-            "-- initial load (snapshot 1)",
-            self.initial_load_sql(snapshots) + ";",
+            f"-- model {self.target.key}: keyed on {self.key_columns}; aggregates: {strategy}",
+            "-- build (snapshot 1)",
+            *(s + ";" for s in self.build_sql(snapshots)),
             "-- maintenance (snapshots 0 -> 1)",
-            *(s + ";" for s in self.maintenance_sql(snapshots, changed)),
+            *(s + ";" for s in maintenance.all()),
         ]
         return "\n".join(parts)
 
@@ -161,6 +177,7 @@ def compile_ivm(
         sql_hash=digest[:16],
         qualified_sql=qualified_sql,
         sources=tuple(sorted(root.sources(), key=lambda s: s.key)),
+        accumulated=AccumulatedAggregate.match(root, target),
     )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,3 +105,23 @@ def feed_status(
                 else:
                     changed.add(tid)
     return FeedStatus(frozenset(changed), broken)
+
+
+#: optimizers that trust column statistics, which ``ducklake_table_changes`` reports from the
+#: current data files: after a rewrite older pre-images fall outside them (a pre-image v = 0
+#: with reported min 1 was compressed into an unsigned offset and wrapped around)
+STATISTICS_OPTIMIZERS = ("compressed_materialization", "statistics_propagation")
+
+
+@contextmanager
+def feed_safe_optimizers(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Disable statistics-driven optimizers for the duration of a run, then restore them."""
+    row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
+    previous = str(row[0]) if row and row[0] else ""
+    wanted = [o for o in previous.split(",") if o.strip()]
+    wanted += [o for o in STATISTICS_OPTIMIZERS if o not in wanted]
+    con.execute(f"SET disabled_optimizers = {literal(','.join(wanted))}")
+    try:
+        yield
+    finally:
+        con.execute(f"SET disabled_optimizers = {literal(previous)}")

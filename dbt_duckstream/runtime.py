@@ -14,7 +14,14 @@ import duckdb
 from . import cursors
 from .compiler import IVMPlan, Schema, compile_ivm, parse_table, source_tables
 from .errors import ConfigurationError
-from .lake import current_snapshot, feed_status, is_ducklake, snapshot_exists, table_id
+from .lake import (
+    current_snapshot,
+    feed_safe_optimizers,
+    feed_status,
+    is_ducklake,
+    snapshot_exists,
+    table_id,
+)
 from .operators.base import TableRef, literal, quote
 
 
@@ -88,6 +95,13 @@ def refresh(
 ) -> RunResult:
     """Bring the model up to date in one transaction; see ``RunResult`` for what happened."""
     started = time.perf_counter()
+    with feed_safe_optimizers(con):
+        result = _transaction(con, plan, full_refresh)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _transaction(con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool) -> RunResult:
     con.execute("BEGIN TRANSACTION")
     try:
         result = _run(con, plan, full_refresh)
@@ -101,7 +115,6 @@ def refresh(
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    result.seconds = time.perf_counter() - started
     return result
 
 
@@ -178,22 +191,22 @@ def _table_exists(con: duckdb.DuckDBPyConnection, table: TableRef) -> bool:
 
 
 def _maintain(con, plan: IVMPlan, snapshots, changed, result: RunResult) -> None:
-    statements = plan.maintenance_sql(snapshots, changed)
-    if not statements:
+    maintenance = plan.maintenance(snapshots, changed)
+    if maintenance is None:
         return
-    create_delta, *apply = statements
-    con.execute(create_delta)
+    for statement in maintenance.build:
+        con.execute(statement)
     row = con.execute(
         "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
         f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {plan.delta_table}"
     ).fetchone()
     assert row is not None
     result.rows_inserted, result.rows_deleted = int(row[0]), int(row[1])
-    if result.rows_inserted or result.rows_deleted:
-        for statement in apply:
-            apply_statement(con, statement)
-    con.execute(f"DROP TABLE {plan.delta_table}")
-    result.statements = statements
+    for statement in maintenance.apply if (result.rows_inserted or result.rows_deleted) else []:
+        apply_statement(con, statement)
+    for statement in [*maintenance.always, *maintenance.cleanup]:
+        apply_statement(con, statement)
+    result.statements = maintenance.all()
 
 
 def apply_statement(con: duckdb.DuckDBPyConnection, statement: str) -> None:
@@ -202,13 +215,8 @@ def apply_statement(con: duckdb.DuckDBPyConnection, statement: str) -> None:
 
 
 def _rebuild(con, plan: IVMPlan, snapshots, result: RunResult) -> None:
-    statements = [
-        f"DROP TABLE IF EXISTS {plan.target.sql()}",
-        plan.create_table_sql(snapshots),
-        plan.initial_load_sql(snapshots),
-    ]
-    for statement in statements:
+    result.statements = plan.build_sql(snapshots)
+    for statement in result.statements:
         con.execute(statement)
     row = con.execute(f"SELECT count(*) FROM {plan.target.sql()}").fetchone()
     result.rows_inserted = int(row[0]) if row else 0
-    result.statements = statements

@@ -54,6 +54,18 @@ def test_explain_shows_each_operator_as_a_named_cte() -> None:
         catalog="lake",
     )
     text = plan.explain()
-    for cte in ("scan1_delta", "scan2_delta", "join3_delta", "aggregate4_delta", "project5_delta"):
+    for cte in ("scan1_delta", "scan2_delta", "join3_delta", "accumulate_fold"):
         assert cte in text
     assert plan.key_columns == ("b",)
+    assert plan.accumulated is not None
+
+
+def test_aggregates_without_an_algebraic_rule_recompute_touched_groups() -> None:
+    plan = compile_ivm(
+        "SELECT b, count(DISTINCT a) AS n FROM t GROUP BY b",
+        target="m",
+        schema=SCHEMA,
+        catalog="lake",
+    )
+    assert plan.accumulated is None
+    assert "aggregate3_keys" in plan.explain()

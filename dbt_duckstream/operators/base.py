@@ -60,22 +60,29 @@ class RenderContext:
 
     snapshots: dict[str, tuple[int, int]]
     changed: frozenset[str]
-    ctes: list[tuple[str, str]] = field(default_factory=list)
+    ctes: list[tuple[str, str, bool]] = field(default_factory=list)
     _memo: dict[tuple[int, str], str | None] = field(default_factory=dict)
 
     def version(self, catalog: str, side: Side) -> int:
         old, new = self.snapshots[catalog]
         return old if side == "old" else new
 
-    def cte(self, name: str, sql: str) -> str:
-        """Register ``sql`` as a CTE and return the name to select from."""
-        self.ctes.append((name, sql))
+    def cte(self, name: str, sql: str, materialized: bool = False) -> str:
+        """Register ``sql`` as a CTE and return the name to select from.
+
+        A materialized CTE is computed once and shields its query from filters pushed down
+        from outside.
+        """
+        self.ctes.append((name, sql, materialized))
         return name
 
     def with_clause(self) -> str:
         if not self.ctes:
             return ""
-        body = ",\n".join(f"{quote(name)} AS (\n{indent(sql)}\n)" for name, sql in self.ctes)
+        body = ",\n".join(
+            f"{quote(name)} AS {'MATERIALIZED ' if materialized else ''}(\n{indent(sql)}\n)"
+            for name, sql, materialized in self.ctes
+        )
         return f"WITH {body}\n"
 
 
@@ -126,13 +133,17 @@ class Operator(ABC):
         assert name is not None
         return name
 
+    #: deltas read straight from the change feed are materialized (see ``Scan``)
+    materialize_delta: bool = False
+
     def delta(self, ctx: RenderContext) -> str | None:
         """The name of a CTE holding this relation's delta, or None when nothing changed."""
         memo_key = (self.node_id, "delta")
         if memo_key not in ctx._memo:
             sql = self.render_delta(ctx) if self.changes_in(ctx) else None
+            name = f"{self.kind}{self.node_id}_delta"
             ctx._memo[memo_key] = (
-                None if sql is None else ctx.cte(f"{self.kind}{self.node_id}_delta", sql)
+                None if sql is None else ctx.cte(name, sql, self.materialize_delta)
             )
         return ctx._memo[memo_key]
 

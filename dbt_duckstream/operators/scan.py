@@ -9,6 +9,10 @@
 The feed reports every intermediate change in the window; summing signed multiplicities per
 distinct row nets it: a row inserted then deleted cancels, an update that changes nothing
 cancels, and netting never depends on rowids (compaction may renumber them).
+
+The netted feed is a MATERIALIZED CTE: after compaction the feed's column statistics describe
+the current files, not older pre-images, so no filter may be pushed into the feed read (see
+``lake.feed_safe_optimizers`` for the rest of that story).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class Scan(Operator):
     table: TableRef
     read: tuple[str, ...]
     kind = "scan"
+    materialize_delta = True
 
     @property
     def columns(self) -> tuple[str, ...]:
