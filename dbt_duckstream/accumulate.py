@@ -234,17 +234,16 @@ class AccumulatedAggregate:
             f"SEMI JOIN {wanted} AS w ON {match}{self._group_by()}",
         )
         join = " AND ".join(f"c.{quote(k)} IS NOT DISTINCT FROM r.{quote(k)}" for k in self.keys)
-        picked = [
-            f"CASE WHEN c._ivm_rescan THEN r._ivm_v{j} ELSE c._ivm_v{j} END AS _ivm_v{j}"
-            if j in extremes
-            else None
-            for j in range(len(self.accumulators))
-        ]
         select = [f"c.{quote(c)}" for c in (*self.keys, COUNT)]
         for j in range(len(self.accumulators)):
-            select += [picked[j]] if picked[j] else [f"c.{quote(c)}" for c in self._columns(j)]
+            if j in extremes:
+                select.append(
+                    f"CASE WHEN c._ivm_rescan THEN r._ivm_v{j} ELSE c._ivm_v{j} END AS _ivm_v{j}"
+                )
+            else:
+                select += [f"c.{quote(c)}" for c in self._columns(j)]
         return (
-            f"SELECT {', '.join(s for s in select if s)} FROM {combined} AS c "
+            f"SELECT {', '.join(select)} FROM {combined} AS c "
             f"LEFT JOIN {rescanned} AS r ON {join or 'TRUE'}"
         )
 

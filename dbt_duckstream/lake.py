@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,7 +114,7 @@ STATISTICS_OPTIMIZERS = ("compressed_materialization", "statistics_propagation")
 
 
 @contextmanager
-def feed_safe_optimizers(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+def feed_safe_optimizers(con: duckdb.DuckDBPyConnection) -> Generator[None]:
     """Disable statistics-driven optimizers for the duration of a run, then restore them."""
     row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
     previous = str(row[0]) if row and row[0] else ""

@@ -1,0 +1,24 @@
+# The two commands a newcomer runs: `make demo` and `make test`.
+# Both set everything up themselves (uv from PyPI if missing, then the locked environment).
+
+UV := $(shell command -v uv 2>/dev/null)
+ifeq ($(UV),)
+UV := python3 -m uv
+endif
+
+.PHONY: setup demo test lint
+
+setup:
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --frozen
+
+demo: setup
+	$(UV) run --frozen python -m dbt_duckstream.demo
+
+lint: setup
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
+	$(UV) run --frozen ty check dbt_duckstream/
+
+test: lint
+	$(UV) run --frozen pytest -n 2 --dist loadgroup -p no:cacheprovider
