@@ -63,14 +63,18 @@ class IVMPlan:
             return f"CREATE TABLE {self.target.sql()} ({cols})"
         return f"CREATE TABLE {self.target.sql()} AS {self.recompute_sql(snapshots)} LIMIT 0"
 
+    def _renamed_columns(self) -> str:
+        """The tree's output columns under the model's column names."""
+        return ", ".join(
+            f"{quote(inner)} AS {quote(outer)}"
+            for inner, outer in zip(self.root.columns, self.columns, strict=True)
+        )
+
     def recompute_sql(self, snapshots: dict[str, tuple[int, int]]) -> str:
         """The model's rows at the new snapshot, with the model's column names."""
         ctx = RenderContext(snapshots, frozenset())
         state = self.root.state(ctx, "new")
-        renamed = ", ".join(
-            f"{quote(inner)} AS {quote(outer)}"
-            for inner, outer in zip(self.root.columns, self.columns, strict=True)
-        )
+        renamed = self._renamed_columns()
         return f"{ctx.with_clause()}SELECT {renamed} FROM {quote(state)}"
 
     def build_sql(self, snapshots: dict[str, tuple[int, int]]) -> list[str]:
@@ -87,10 +91,7 @@ class IVMPlan:
         delta = self.root.delta(ctx)
         if delta is None:
             return ""
-        renamed = ", ".join(
-            f"{quote(inner)} AS {quote(outer)}"
-            for inner, outer in zip(self.root.columns, self.columns, strict=True)
-        )
+        renamed = self._renamed_columns()
         return (
             f"{ctx.with_clause()}SELECT {renamed}, SUM({MULT})::BIGINT AS {MULT} "
             f"FROM {quote(delta)}\n"

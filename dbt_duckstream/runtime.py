@@ -172,8 +172,8 @@ def _decide(
                 return "rebuild", f"source {source.key} was dropped or recreated", nothing
         if not snapshot_exists(con, catalog, old):
             return "rebuild", f"snapshot {old} of {catalog} expired behind the cursor", nothing
-        by_id = {ids[s.key]: s for s in sources if ids[s.key] is not None}
-        status = feed_status(con, catalog, old, pinned[catalog], {i for i in by_id if i})
+        by_id = {tid: s for s in sources if (tid := ids[s.key]) is not None}
+        status = feed_status(con, catalog, old, pinned[catalog], set(by_id))
         for tid, what in status.broken.items():
             return "rebuild", f"source {by_id[tid].key} {what}", nothing
         changed |= {by_id[tid].key for tid in status.changed}
