@@ -97,9 +97,7 @@ class AccumulatedAggregate:
 
     @property
     def state_table(self) -> str:
-        return TableRef(
-            self.target.catalog, self.target.schema, f"_duckstream_state_{self.target.name}"
-        ).sql()
+        return state_table_for(self.target).sql()
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -299,3 +297,8 @@ class AccumulatedAggregate:
             ],
             cleanup=[f"DROP TABLE {touched}", f"DROP TABLE {delta_table}"],
         )
+
+
+def state_table_for(target: TableRef) -> TableRef:
+    """Where a model's accumulators live: beside it, invisible to ``select *`` on the model."""
+    return TableRef(target.catalog, target.schema, f"_duckstream_state_{target.name}")

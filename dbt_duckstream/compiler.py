@@ -46,6 +46,8 @@ class IVMPlan:
     qualified_sql: str
     sources: tuple[TableRef, ...] = field(default=())
     accumulated: AccumulatedAggregate | None = None
+    #: the catalog and schema that unqualified names in ``sql`` resolve to
+    default_schema: tuple[str, str] = ("memory", "main")
 
     @property
     def catalogs(self) -> tuple[str, ...]:
@@ -179,6 +181,7 @@ def compile_ivm(
         qualified_sql=qualified_sql,
         sources=tuple(sorted(root.sources(), key=lambda s: s.key)),
         accumulated=AccumulatedAggregate.match(root, target),
+        default_schema=(catalog, db),
     )
 
 

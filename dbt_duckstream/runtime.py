@@ -7,11 +7,14 @@ rows and its cursors always move together, and a crash leaves the model as it wa
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
 
-from . import cursors
+from . import cursors, registry
+from .accumulate import state_table_for
 from .compiler import IVMPlan, Schema, compile_ivm, parse_table, source_tables
 from .errors import ConfigurationError
 from .lake import (
@@ -45,6 +48,19 @@ class RunResult:
             f"snapshots {window or 'none'}"
         )
 
+    def to_dict(self) -> dict:
+        """The result as plain data (for dbt's run results and logs)."""
+        return {
+            "model": self.model,
+            "strategy": self.strategy,
+            "reason": self.reason,
+            "rows_inserted": self.rows_inserted,
+            "rows_deleted": self.rows_deleted,
+            "snapshots": {c: list(window) for c, window in sorted(self.snapshots.items())},
+            "seconds": round(self.seconds, 6),
+            "summary": self.summary(),
+        }
+
 
 def prepare(
     con: duckdb.DuckDBPyConnection,
@@ -56,6 +72,12 @@ def prepare(
 ) -> IVMPlan:
     """Compile model SQL against the live catalog: source schemas and exact output types."""
     target_ref = parse_table(target, catalog, db) if isinstance(target, str) else target
+    if not is_ducklake(con, target_ref.catalog):
+        raise ConfigurationError(
+            f"model {target_ref.key} must live in a DuckLake catalog, so that its rows and its "
+            "cursors commit as one snapshot: materialize it in the attached DuckLake "
+            "(dbt: set the profile's database, or the model's database, to the DuckLake alias)"
+        )
     schema: Schema = {}
     for source in source_tables(sql, catalog, db):
         if not is_ducklake(con, source.catalog):
@@ -81,11 +103,18 @@ def prepare(
 
 def describe(con: duckdb.DuckDBPyConnection, sql: str, catalog: str, db: str):
     """Column names and types of the model exactly as DuckDB would materialize them."""
+    with using(con, catalog, db):
+        return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+
+
+@contextmanager
+def using(con: duckdb.DuckDBPyConnection, catalog: str, db: str) -> Generator[None]:
+    """Resolve unqualified names in ``catalog``.``db`` for a while, as the model's SQL expects."""
     row = con.execute("SELECT current_database(), current_schema()").fetchone()
     assert row is not None
     con.execute(f"USE {quote(catalog)}.{quote(db)}")
     try:
-        return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+        yield
     finally:
         con.execute(f"USE {quote(row[0])}.{quote(row[1])}")
 
@@ -106,15 +135,57 @@ def _transaction(con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bo
     try:
         result = _run(con, plan, full_refresh)
         if result.strategy != "unchanged":
-            message = f"incremental_ivm {plan.target.key}: {result.strategy} ({result.reason})"
-            con.execute(
-                f"CALL {quote(plan.target.catalog)}.set_commit_message("
-                f"'dbt-duckstream', {literal(message)})"
-            )
+            _label(con, plan.target, result)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    return result
+
+
+def _label(con: duckdb.DuckDBPyConnection, target: TableRef, result: RunResult) -> None:
+    """Name the model and what the run did in the snapshot's commit message."""
+    message = f"incremental_ivm {target.key}: {result.strategy} ({result.reason})"
+    con.execute(
+        f"CALL {quote(target.catalog)}.set_commit_message('dbt-duckstream', {literal(message)})"
+    )
+
+
+def rebuild_unmaintainable(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    *,
+    catalog: str,
+    db: str = "main",
+    reason: str,
+) -> RunResult:
+    """Rebuild a model whose SQL cannot be maintained (``ivm_fallback='rebuild'``).
+
+    One transaction, like a maintenance run: the table is replaced, and any cursors and state
+    of an earlier maintainable version are dropped, so a later maintainable version starts over.
+    """
+    started = time.perf_counter()
+    if not is_ducklake(con, target.catalog):
+        raise ConfigurationError(f"model {target.key} must live in a DuckLake catalog")
+    result = RunResult(target.key, "rebuild", reason, {})
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _drop_view_in_the_way(con, target)
+        con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
+        with using(con, catalog, db):
+            con.execute(f"CREATE TABLE {target.sql()} AS {sql}")
+        con.execute(f"DROP TABLE IF EXISTS {state_table_for(target).sql()}")
+        cursors.drop(con, target)
+        registry.record(con, target, registry.RegisteredModel(sql, catalog, db, "rebuild"), "")
+        row = con.execute(f"SELECT count(*) FROM {target.sql()}").fetchone()
+        result.rows_inserted = int(row[0]) if row else 0
+        _label(con, target, result)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    result.seconds = time.perf_counter() - started
     return result
 
 
@@ -133,6 +204,13 @@ def _run(con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool) -> R
     else:
         result.snapshots = {cat: (snap, snap) for cat, snap in pinned.items()}
         _rebuild(con, plan, result.snapshots, result)
+        catalog, db = plan.default_schema
+        registry.record(
+            con,
+            plan.target,
+            registry.RegisteredModel(plan.sql, catalog, db, "incremental"),
+            plan.sql_hash,
+        )
     cursors.write(
         con,
         plan.target,
@@ -214,7 +292,19 @@ def apply_statement(con: duckdb.DuckDBPyConnection, statement: str) -> None:
     con.execute(statement)
 
 
+def _drop_view_in_the_way(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
+    """A model switched from ``view`` to ``incremental_ivm`` replaces its view."""
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_views() "
+        "WHERE database_name = ? AND schema_name = ? AND view_name = ?",
+        [target.catalog, target.schema, target.name],
+    ).fetchone()
+    if row and row[0]:
+        con.execute(f"DROP VIEW {target.sql()}")
+
+
 def _rebuild(con, plan: IVMPlan, snapshots, result: RunResult) -> None:
+    _drop_view_in_the_way(con, plan.target)
     result.statements = plan.build_sql(snapshots)
     for statement in result.statements:
         con.execute(statement)

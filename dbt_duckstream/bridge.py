@@ -1,0 +1,120 @@
+"""The functions dbt's macros call: JSON in, JSON out, as DuckDB scalar functions.
+
+A materialization cannot import Python, but it can run SQL. The plugin registers these
+functions on the connection dbt uses; each runs on its own cursor of that connection, so a
+model's run is one transaction of its own (the runtime's, the same as from Python), and the
+macro only orchestrates hooks, logging and dbt's results.
+
+Errors come back as ``{"error": message}`` so that the macro can fail the model with the
+message itself, rather than with DuckDB's wrapping of a Python exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+
+from . import registry
+from .consistency import differences_sql
+from .errors import DuckstreamError, UnsupportedSQLError
+from .operators.base import TableRef, literal
+from .runtime import prepare, rebuild_unmaintainable, refresh, using
+
+Request = dict[str, Any]
+
+FALLBACKS = ("none", "rebuild")
+
+
+def relation(request: Request) -> TableRef:
+    """The model's table from a dbt relation's parts."""
+    parts = request["relation"]
+    return TableRef(parts["database"], parts["schema"], parts["identifier"])
+
+
+def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
+    """Build or maintain one model; ``ivm_fallback='rebuild'`` rebuilds unsupported SQL."""
+    target = relation(request)
+    fallback = str(request.get("fallback") or "none")
+    if fallback not in FALLBACKS:
+        raise DuckstreamError(
+            f"ivm_fallback={fallback!r} is not a choice: use 'rebuild' or leave it unset"
+        )
+    try:
+        plan = prepare(con, request["sql"], target, catalog=target.catalog, db=target.schema)
+    except UnsupportedSQLError as error:
+        if fallback != "rebuild":
+            raise DuckstreamError(
+                f"{error}. Rewrite the model, or set ivm_fallback='rebuild' to rebuild it "
+                "in full on every run"
+            ) from error
+        reason = f"ivm_fallback='rebuild': {error.construct} cannot be maintained"
+        result = rebuild_unmaintainable(
+            con, request["sql"], target, catalog=target.catalog, db=target.schema, reason=reason
+        )
+        return result.to_dict()
+    return refresh(con, plan, full_refresh=bool(request.get("full_refresh"))).to_dict()
+
+
+def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
+    """The plan's SQL for the given model SQL, or for the SQL the model was last built from."""
+    target = relation(request)
+    sql = request.get("sql")
+    if sql is None:
+        recorded = registry.lookup(con, target)
+        if recorded.mode == "rebuild":
+            return {"text": f"-- {target.key} is rebuilt on every run (ivm_fallback='rebuild')"}
+        sql = recorded.sql
+    plan = prepare(con, sql, target, catalog=target.catalog, db=target.schema)
+    return {"text": plan.explain()}
+
+
+def consistency_sql(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
+    """A query returning every row where the model differs from its SQL recomputed now."""
+    target = relation(request)
+    recorded = registry.lookup(con, target)
+    table_columns = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {target.sql()}").fetchall()]
+    with using(con, recorded.catalog, recorded.schema):
+        query_columns = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {recorded.sql}").fetchall()]
+    if table_columns != query_columns:
+        detail = f"table has {table_columns}, the model SQL gives {query_columns}"
+        return {"sql": f"SELECT 'columns differ' AS _side, {literal(detail)} AS detail"}
+    # The recomputation is fully qualified by dbt; in-catalog names resolve as at build time.
+    return {"sql": differences_sql(target.sql(), recorded.sql, table_columns)}
+
+
+FUNCTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, Request], dict[str, Any]]] = {
+    "duckstream_run": run_model,
+    "duckstream_explain": explain_model,
+    "duckstream_consistency_sql": consistency_sql,
+}
+
+
+def register(conn: duckdb.DuckDBPyConnection) -> None:
+    """Register every bridge function on ``conn`` (visible to all of its cursors)."""
+    for name, function in FUNCTIONS.items():
+        conn.create_function(
+            name,
+            _json_udf(conn, function),
+            [duckdb.sqltype("VARCHAR")],
+            duckdb.sqltype("VARCHAR"),
+            side_effects=True,
+        )
+
+
+def _json_udf(
+    conn: duckdb.DuckDBPyConnection,
+    function: Callable[[duckdb.DuckDBPyConnection, Request], dict[str, Any]],
+) -> Callable[[str], str]:
+    def udf(payload: str) -> str:
+        cursor = conn.cursor()
+        try:
+            return json.dumps(function(cursor, json.loads(payload)))
+        except (DuckstreamError, duckdb.Error) as error:
+            return json.dumps({"error": str(error), "kind": type(error).__name__})
+        finally:
+            cursor.close()
+
+    return udf

@@ -1,0 +1,93 @@
+"""``duckstream``: the plan of a model, outside a dbt run.
+
+``duckstream explain <sql or file>`` prints the SQL that builds and maintains a model. A dbt
+model file (with Jinja) is explained through its project, by ``dbt run-operation
+duckstream_explain``; plain SQL is compiled here, against a DuckLake when ``--lake`` names one
+(exact source columns and output types), or from the SQL alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import duckdb
+
+from .compiler import compile_ivm
+from .errors import ConfigurationError, DuckstreamError
+from .lake import load_ducklake
+from .operators.base import TableRef, literal, quote
+from .runtime import prepare
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except DuckstreamError as error:
+        print(f"duckstream: {error}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="duckstream", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(required=True, metavar="command")
+    explain = commands.add_parser("explain", help="print the SQL that builds and maintains a model")
+    explain.add_argument("model", help="model SQL, a .sql file, or a dbt model file")
+    explain.add_argument("--lake", help="DuckLake metadata file (or ducklake: URI) to read")
+    explain.add_argument("--data-path", help="the DuckLake's data path, when not the default")
+    explain.add_argument("--catalog", default="lake", help="the DuckLake's alias (default: lake)")
+    explain.add_argument("--schema", default="main", help="the model's schema (default: main)")
+    explain.add_argument("--name", help="the model's table name (default: the file's name)")
+    explain.add_argument("--profiles-dir", help="dbt: where profiles.yml is")
+    explain.add_argument("--target", help="dbt: the profile target to use")
+    explain.set_defaults(handler=_explain)
+    return parser
+
+
+def _explain(args: argparse.Namespace) -> int:
+    path = Path(args.model)
+    is_file = path.suffix == ".sql" and path.is_file()
+    sql = path.read_text() if is_file else args.model
+    if is_file and ("{{" in sql or "{%" in sql):
+        return _explain_dbt_model(path, args)
+    name = args.name or (path.stem if is_file else "model")
+    target = TableRef(args.catalog, args.schema, name)
+    if args.lake:
+        con = duckdb.connect()
+        load_ducklake(con)
+        uri = args.lake if args.lake.startswith("ducklake:") else f"ducklake:{args.lake}"
+        options = f" (DATA_PATH {literal(args.data_path)})" if args.data_path else ""
+        con.execute(f"ATTACH {literal(uri)} AS {quote(args.catalog)}{options}")
+        plan = prepare(con, sql, target, catalog=args.catalog, db=args.schema)
+    else:
+        try:
+            plan = compile_ivm(sql, target=target, schema={}, catalog=args.catalog, db=args.schema)
+        except ConfigurationError as error:
+            raise ConfigurationError(
+                f"{error}; pass --lake <DuckLake metadata file> to read the sources' columns"
+            ) from error
+    print(plan.explain())
+    return 0
+
+
+def _explain_dbt_model(path: Path, args: argparse.Namespace) -> int:
+    """A model with Jinja needs its project to render: ask dbt to explain it."""
+    from dbt.cli.main import dbtRunner
+
+    project = next((p for p in path.resolve().parents if (p / "dbt_project.yml").is_file()), None)
+    if project is None:
+        raise DuckstreamError(f"{path} has Jinja but is not inside a dbt project")
+    command = ["run-operation", "duckstream_explain", "--project-dir", str(project)]
+    command += ["--args", json.dumps({"model": path.stem}), "--quiet"]
+    if args.profiles_dir:
+        command += ["--profiles-dir", args.profiles_dir]
+    if args.target:
+        command += ["--target", args.target]
+    return 0 if dbtRunner().invoke(command).success else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

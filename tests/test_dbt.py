@@ -1,0 +1,207 @@
+"""The incremental_ivm materialization, driven through dbt's CLI on the integration project.
+
+Every round changes the sources, runs `dbt run` and `dbt test`, then checks each model against
+the same SQL built by dbt's own `table` materialization (target `reference`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dbt_duckstream.consistency import differences
+from dbt_duckstream.lake import ducklake_extension_path
+
+from .dbt_project import Project, change_sources
+
+pytestmark = pytest.mark.xdist_group("dbt")
+
+FALLBACK_MODELS = {"order_rank"}
+#: rounds of source changes; each costs three dbt commands (run, test, reference run)
+ROUNDS = int(os.environ.get("DUCKSTREAM_DBT_ROUNDS", "3"))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+    project = Project(tmp_path_factory.mktemp("integration"))
+    project.dbt("deps")
+    project.dbt("seed")
+    project.first_run = project.dbt("run")
+    yield project
+
+
+def assert_equals_table_materialization(project: Project) -> None:
+    project.dbt("run", "--target", "reference", "--vars", "{materialized: table}")
+    with project.connect() as con:
+        for model in project.models():
+            maintained, reference = f"lake.main.{model}", f"lake.reference.{model}"
+            diff = differences(con, maintained, f"SELECT * FROM {reference}")
+            assert not diff, f"{model} differs from its table materialization: {diff}"
+            types = [con.execute(f"DESCRIBE {t}").fetchall() for t in (maintained, reference)]
+            assert types[0] == types[1], f"{model}: column types differ"
+
+
+def current_snapshot(project: Project) -> int:
+    with project.connect() as con:
+        return con.execute("SELECT id FROM lake.current_snapshot()").fetchone()[0]  # type: ignore[index]
+
+
+def test_rounds_of_changes_are_maintained_exactly(project: Project) -> None:
+    assert project.first_run is not None
+    strategies = project.first_run.strategies()
+    assert {m: s for m, s in strategies.items() if m not in FALLBACK_MODELS} == {
+        m: "initial" for m in project.models() if m not in FALLBACK_MODELS
+    }
+    assert strategies["order_rank"] == "rebuild"
+    project.dbt("test")
+    assert_equals_table_materialization(project)
+
+    rng = random.Random(20261121)
+    for _ in range(ROUNDS):
+        with project.connect() as con:
+            change_sources(con, rng)
+        run = project.dbt("run")
+        for model, strategy in run.strategies().items():
+            expected = {"rebuild"} if model in FALLBACK_MODELS else {"incremental", "unchanged"}
+            assert strategy in expected, (model, run.response(model))
+        tested = project.dbt("test")
+        assert {r["status"] for r in tested.results.values()} == {"pass"}
+        assert_equals_table_materialization(project)
+
+    before = current_snapshot(project)
+    quiet = project.dbt("run", "--exclude", *FALLBACK_MODELS)
+    assert set(quiet.strategies().values()) == {"unchanged"}
+    assert current_snapshot(project) == before, "a run with no changes wrote a snapshot"
+
+
+def test_run_results_report_strategy_rows_and_window(project: Project) -> None:
+    project.dbt("run", "-s", "stg_orders")
+    with project.connect() as con:
+        con.execute(
+            "INSERT INTO lake.raw.orders VALUES (90001, 1, 'placed', 10, DATE '2026-11-01')"
+        )
+        con.execute("DELETE FROM lake.raw.orders WHERE id = 1")
+        snapshot = con.execute("SELECT id FROM lake.current_snapshot()").fetchone()[0]  # type: ignore[index]
+    run = project.dbt("run", "-s", "stg_orders")
+    response = run.response("stg_orders")
+    assert response["code"] == "incremental"
+    assert response["rows_affected"] == 2
+    message = response["_message"]
+    assert message.startswith("incremental (1 of 1 sources changed): +1 -1 rows")
+    assert message.endswith(f"->{snapshot}")
+    assert message in run.output  # the run line shows it too
+
+
+def test_full_refresh_rebuilds(project: Project) -> None:
+    run = project.dbt("build", "--full-refresh", "-s", "totals")
+    assert run.response("totals")["code"] == "rebuild"
+    assert "full refresh requested" in run.response("totals")["_message"]
+    assert "full refresh requested" in run.output
+
+
+def test_changed_model_sql_rebuilds(project: Project) -> None:
+    model = project.directory / "models" / "marts" / "monthly_status.sql"
+    original = model.read_text()
+    try:
+        model.write_text(
+            original.replace("sum(amount) as amount", "sum(amount) as amount, max(amount) as top")
+        )
+        run = project.dbt("build", "-s", "monthly_status")
+        assert run.response("monthly_status")["code"] == "rebuild"
+        assert "model SQL changed" in run.output
+    finally:
+        model.write_text(original)
+    assert (
+        project.dbt("run", "-s", "monthly_status").response("monthly_status")["code"] == "rebuild"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("CREATE OR REPLACE TABLE lake.raw.payments AS FROM lake.raw.payments", "recreated"),
+        ("ALTER TABLE lake.raw.payments ADD COLUMN note VARCHAR", "altered"),
+    ],
+)
+def test_broken_change_feed_rebuilds(project: Project, change: str, reason: str) -> None:
+    with project.connect() as con:
+        con.execute(change)
+    run = project.dbt("build", "-s", "stg_payments")  # build: run, then its tests
+    assert run.response("stg_payments")["code"] == "rebuild"
+    assert reason in run.response("stg_payments")["_message"]
+    assert reason in run.output
+
+
+def test_expired_snapshots_rebuild(project: Project) -> None:
+    with project.connect() as con:
+        con.execute("UPDATE lake.raw.customers SET tier = 'gold' WHERE id = 3")
+        con.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    run = project.dbt("build", "-s", "stg_customers")
+    assert run.response("stg_customers")["code"] == "rebuild"
+    assert "expired" in run.response("stg_customers")["_message"]
+
+
+def test_unsupported_sql_fails_naming_the_construct(project: Project) -> None:
+    model = project.directory / "models" / "marts" / "customer_orders_left.sql"
+    model.write_text(
+        "{{ config(materialized='incremental_ivm') }}\n"
+        "select c.id, o.id as order_id from {{ source('raw', 'customers') }} c\n"
+        "left join {{ source('raw', 'orders') }} o on o.customer_id = c.id\n"
+    )
+    try:
+        run = project.dbt("run", "-s", "customer_orders_left", check=False)
+    finally:
+        model.unlink()
+    assert run.returncode != 0
+    assert "LEFT OUTER JOIN" in run.output
+    assert "ivm_fallback='rebuild'" in run.output
+
+
+def test_missing_plugin_says_what_to_add(project: Project) -> None:
+    # DuckLake loaded another way (from the wheel's file), but without the plugin
+    profiles = project.directory / "profiles.yml"
+    original = profiles.read_text()
+    extension = ducklake_extension_path()
+    try:
+        profiles.write_text(
+            original.replace("- module: dbt_duckstream.plugin", "[]").replace(
+                "plugins:\n        []", f"extensions: ['{extension}']"
+            )
+        )
+        run = project.dbt("run", "-s", "stg_orders", check=False)
+    finally:
+        profiles.write_text(original)
+    assert run.returncode != 0
+    assert "add `plugins: [{module: dbt_duckstream.plugin}]`" in run.output
+
+
+def test_explain_through_dbt_and_the_console(project: Project) -> None:
+    operation = project.dbt(
+        "run-operation", "duckstream_explain", "--args", "{model: revenue_by_region}"
+    )
+    assert "ducklake_table_changes('lake', 'main', 'orders_enriched'" in operation.output
+    assert "-- model lake.main.revenue_by_region" in operation.output
+
+    model_file = Path("models") / "marts" / "totals.sql"
+    console = project.duckstream("explain", str(model_file))
+    assert console.returncode == 0, console.stderr
+    assert "-- model lake.main.totals" in console.stdout
+
+    plain = project.duckstream(
+        "explain",
+        "select region, count(*) as n from lake.raw.customers group by region",
+        "--lake",
+        str(project.lake / "lake.ducklake"),
+        "--name",
+        "regions",
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert '"lake"."main"."regions"' in plain.stdout
+
+    rejected = project.duckstream("explain", "select t.a, sum(t.b) over () as s from lake.raw.t")
+    assert rejected.returncode == 1
+    assert "window function" in rejected.stderr
