@@ -1,0 +1,69 @@
+"""The functions the dbt macros call, through SQL as the macros call them."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from dbt_duckstream import bridge
+
+
+def call(con: duckdb.DuckDBPyConnection, function: str, request: dict) -> dict:
+    row = con.execute(f"SELECT {function}(?)", [json.dumps(request)]).fetchone()
+    assert row is not None
+    return json.loads(row[0])
+
+
+def model(name: str, **request) -> dict:
+    return {"relation": {"database": "lake", "schema": "main", "identifier": name}, **request}
+
+
+def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> None:
+    bridge.register(lake)
+    lake.execute("CREATE TABLE t AS SELECT range % 3 AS k, range AS v FROM range(10)")
+    sql = "SELECT k, sum(v) AS total FROM lake.main.t GROUP BY k"
+    first = call(lake, "duckstream_run", model("m", sql=sql))
+    assert (first["strategy"], first["rows_inserted"]) == ("initial", 3)
+    lake.execute("UPDATE t SET v = v + 100 WHERE v = 4")
+    second = call(lake, "duckstream_run", model("m", sql=sql))
+    assert second["strategy"] == "incremental"
+    assert (second["rows_inserted"], second["rows_deleted"]) == (1, 1)
+    check = call(lake, "duckstream_consistency_sql", model("m"))["sql"]
+    assert lake.execute(check).fetchall() == []
+    lake.execute("DELETE FROM m WHERE k = 0")  # the table drifts: the test must see it
+    assert lake.execute(check).fetchall() != []
+    assert "ducklake_table_changes" in call(lake, "duckstream_explain", model("m"))["text"]
+
+
+def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:
+    bridge.register(lake)
+    lake.execute("CREATE TABLE t AS SELECT range AS v FROM range(5)")
+    sql = "SELECT v, row_number() OVER (ORDER BY v) AS n FROM lake.main.t"
+    refused = call(lake, "duckstream_run", model("w", sql=sql))
+    assert "window function" in refused["error"]
+    assert "ivm_fallback='rebuild'" in refused["error"]
+    for _ in range(2):
+        result = call(lake, "duckstream_run", model("w", sql=sql, fallback="rebuild"))
+        assert result["strategy"] == "rebuild"
+        assert "ivm_fallback='rebuild': window function" in result["reason"]
+    check = call(lake, "duckstream_consistency_sql", model("w"))["sql"]
+    assert lake.execute(check).fetchall() == []
+    explained = call(lake, "duckstream_explain", model("w"))["text"]
+    assert "rebuilt on every run" in explained
+
+
+def test_configuration_errors_say_what_to_fix(lake: duckdb.DuckDBPyConnection) -> None:
+    bridge.register(lake)
+    lake.execute("CREATE TABLE t AS SELECT 1 AS v")
+    sql = "SELECT v FROM lake.main.t"
+    wrong = call(lake, "duckstream_run", model("m", sql=sql, fallback="table"))
+    assert "ivm_fallback='table' is not a choice" in wrong["error"]
+    outside = call(
+        lake,
+        "duckstream_run",
+        {"relation": {"database": "memory", "schema": "main", "identifier": "m"}, "sql": sql},
+    )
+    assert "must live in a DuckLake catalog" in outside["error"]
+    never_built = call(lake, "duckstream_consistency_sql", model("nothing"))
+    assert "has not been built by incremental_ivm yet" in never_built["error"]
