@@ -10,7 +10,7 @@ endif
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --all-extras
 
 demo: setup
 	$(UV) run --frozen python -m dbt_duckstream.demo
