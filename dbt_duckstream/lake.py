@@ -14,27 +14,60 @@ from .errors import ConfigurationError
 from .operators.base import TableRef, literal, quote
 
 
-def ducklake_extension_path() -> Path:
-    """The DuckLake extension shipped in the ``duckdb-extension-ducklake`` wheel."""
-    spec = importlib.util.find_spec("duckdb_extension_ducklake")
+def extension_path(name: str) -> Path:
+    """A DuckDB extension shipped in its ``duckdb-extension-<name>`` wheel."""
+    spec = importlib.util.find_spec(f"duckdb_extension_{name}")
     if spec is None or spec.origin is None:
-        raise ConfigurationError("duckdb-extension-ducklake is not installed")
+        raise ConfigurationError(f"duckdb-extension-{name} is not installed")
     version = duckdb.__version__
-    found = sorted(Path(spec.origin).parent.rglob("ducklake.duckdb_extension"))
+    found = sorted(Path(spec.origin).parent.rglob(f"{name}.duckdb_extension"))
     matching = [p for p in found if f"v{version}" in p.parts] or found
     if not matching:
-        raise ConfigurationError("the duckdb-extension-ducklake wheel holds no extension")
+        raise ConfigurationError(f"the duckdb-extension-{name} wheel holds no extension")
     return matching[0]
 
 
-def load_ducklake(con: duckdb.DuckDBPyConnection) -> None:
-    """Load DuckLake from the wheel, so nothing is ever downloaded."""
+def ducklake_extension_path() -> Path:
+    return extension_path("ducklake")
+
+
+def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Load an extension from its wheel, so nothing is ever downloaded."""
     loaded = con.execute(
-        "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'ducklake'"
+        "SELECT loaded FROM duckdb_extensions() WHERE extension_name = ?", [name]
     ).fetchone()
     if loaded and loaded[0]:
         return
-    con.execute(f"LOAD {literal(str(ducklake_extension_path()))}")
+    con.execute(f"LOAD {literal(str(extension_path(name)))}")
+
+
+def load_ducklake(con: duckdb.DuckDBPyConnection) -> None:
+    load_extension(con, "ducklake")
+
+
+#: catalog backends other than a DuckDB file, and the extension each needs
+CATALOG_EXTENSIONS = {"sqlite:": "sqlite_scanner", "postgres:": "postgres_scanner"}
+
+
+def attach_lake(
+    con: duckdb.DuckDBPyConnection,
+    metadata: str,
+    *,
+    alias: str = "lake",
+    data_path: str | None = None,
+    read_only: bool = False,
+) -> None:
+    """Attach a DuckLake whose catalog is a DuckDB file, ``sqlite:<file>`` or ``postgres:<dsn>``."""
+    load_ducklake(con)
+    location = metadata.removeprefix("ducklake:")
+    for prefix, extension in CATALOG_EXTENSIONS.items():
+        if location.startswith(prefix):
+            load_extension(con, extension)
+    options = [f"DATA_PATH {literal(data_path)}"] if data_path else []
+    if read_only:
+        options.append("READ_ONLY")
+    suffix = f" ({', '.join(options)})" if options else ""
+    con.execute(f"ATTACH {literal('ducklake:' + location)} AS {quote(alias)}{suffix}")
 
 
 def is_ducklake(con: duckdb.DuckDBPyConnection, catalog: str) -> bool:

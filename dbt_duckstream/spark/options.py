@@ -1,0 +1,86 @@
+"""The options of ``format("ducklake")``, checked on the driver before any task runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import duckdb
+
+from ..errors import ConfigurationError
+from ..lake import attach_lake
+from ..operators.base import TableRef
+
+ALIAS = "lake"
+
+
+@dataclass(frozen=True)
+class LakeOptions:
+    """Where the table is: catalog (DuckDB file, ``sqlite:<file>``, ``postgres:<dsn>``)."""
+
+    catalog: str
+    data_path: str | None
+    table: TableRef
+    merge_on: tuple[str, ...] = ()
+    op_column: str = "_op"
+    snapshot: int | None = None
+    partitions: int | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> LakeOptions:
+        catalog = options.get("catalog")
+        table = options.get("table") or options.get("path")
+        if not catalog or not table:
+            raise ConfigurationError(
+                'format("ducklake") needs .option("catalog", <metadata file, sqlite:<file> or '
+                'postgres:<dsn>>) and .option("table", "<schema>.<table>")'
+            )
+        parts = table.split(".")
+        if len(parts) > 2:
+            raise ConfigurationError(f"table {table!r}: use <table> or <schema>.<table>")
+        schema, name = parts if len(parts) == 2 else ["main", parts[0]]
+        merge_on = tuple(k.strip() for k in options.get("merge_on", "").split(",") if k.strip())
+        snapshot = options.get("snapshot")
+        partitions = options.get("partitions")
+        return cls(
+            catalog=catalog,
+            data_path=options.get("data_path"),
+            table=TableRef(ALIAS, schema, name),
+            merge_on=merge_on,
+            op_column=options.get("op_column", "_op"),
+            snapshot=int(snapshot) if snapshot is not None else None,
+            partitions=int(partitions) if partitions is not None else None,
+        )
+
+    def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect()
+        try:
+            attach_lake(
+                con, self.catalog, alias=ALIAS, data_path=self.data_path, read_only=read_only
+            )
+        except duckdb.Error as error:
+            con.close()
+            raise ConfigurationError(
+                f"cannot open the DuckLake catalog {self.catalog}: {error}"
+            ) from error
+        return con
+
+    def table_columns(self, con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
+        """The table's columns and types, or None when it does not exist."""
+        row = con.execute(
+            "SELECT count(*) FROM duckdb_tables() "
+            "WHERE database_name = ? AND schema_name = ? AND table_name = ?",
+            [ALIAS, self.table.schema, self.table.name],
+        ).fetchone()
+        if not row or not row[0]:
+            return None
+        return {r[0]: r[1] for r in con.execute(f"DESCRIBE {self.table.sql()}").fetchall()}
+
+    def data_directory(self, con: duckdb.DuckDBPyConnection) -> str:
+        """Where the table's new Parquet files go: beside DuckLake's own."""
+        row = con.execute(
+            f"SELECT value FROM {ALIAS}.options() WHERE option_name = 'data_path'"
+        ).fetchone()
+        if row is None or not row[0]:
+            raise ConfigurationError(f"the DuckLake {self.catalog} has no data_path")
+        return f"{str(row[0]).rstrip('/')}/{self.table.schema}/{self.table.name}"
