@@ -6,13 +6,18 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: setup demo test lint
+.PHONY: setup demo demo-core test lint
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen --all-extras
 
+# Spark lands 1M orders in DuckLake, dbt maintains the integration project's models
 demo: setup
+	$(UV) run --frozen python -m dbt_duckstream.spark.demo
+
+# the compiler alone, from Python: one join+aggregate model on 1M rows
+demo-core: setup
 	$(UV) run --frozen python -m dbt_duckstream.demo
 
 lint: setup

@@ -17,8 +17,8 @@ import duckdb
 
 from .compiler import compile_ivm
 from .errors import ConfigurationError, DuckstreamError
-from .lake import load_ducklake
-from .operators.base import TableRef, literal, quote
+from .lake import attach_lake
+from .operators.base import TableRef
 from .runtime import prepare
 
 
@@ -57,10 +57,7 @@ def _explain(args: argparse.Namespace) -> int:
     target = TableRef(args.catalog, args.schema, name)
     if args.lake:
         con = duckdb.connect()
-        load_ducklake(con)
-        uri = args.lake if args.lake.startswith("ducklake:") else f"ducklake:{args.lake}"
-        options = f" (DATA_PATH {literal(args.data_path)})" if args.data_path else ""
-        con.execute(f"ATTACH {literal(uri)} AS {quote(args.catalog)}{options}")
+        attach_lake(con, args.lake, alias=args.catalog, data_path=args.data_path)
         plan = prepare(con, sql, target, catalog=args.catalog, db=args.schema)
     else:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
@@ -53,6 +54,10 @@ class LakeOptions:
         )
 
     def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        location = self.catalog.removeprefix("ducklake:").removeprefix("sqlite:")
+        if self.data_path and not read_only and not location.startswith("postgres:"):
+            # a new lake: its catalog file's directory is created like its data path
+            Path(location).parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect()
         try:
             attach_lake(
