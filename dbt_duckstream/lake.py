@@ -70,6 +70,18 @@ def attach_lake(
     con.execute(f"ATTACH {literal('ducklake:' + location)} AS {quote(alias)}{suffix}")
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
+    """One DuckLake snapshot, or none: commit when the block ends, roll back when it fails."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
 def is_ducklake(con: duckdb.DuckDBPyConnection, catalog: str) -> bool:
     row = con.execute(
         "SELECT type FROM duckdb_databases() WHERE database_name = ?", [catalog]

@@ -24,6 +24,7 @@ from .lake import (
     is_ducklake,
     snapshot_exists,
     table_id,
+    transaction,
 )
 from .operators.base import TableRef, literal, quote
 
@@ -131,15 +132,10 @@ def refresh(
 
 
 def _transaction(con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool) -> RunResult:
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         result = _run(con, plan, full_refresh)
         if result.strategy != "unchanged":
             _label(con, plan.target, result)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return result
 
 
@@ -169,8 +165,7 @@ def rebuild_unmaintainable(
     if not is_ducklake(con, target.catalog):
         raise ConfigurationError(f"model {target.key} must live in a DuckLake catalog")
     result = RunResult(target.key, "rebuild", reason, {})
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         _drop_view_in_the_way(con, target)
         con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
         with using(con, catalog, db):
@@ -181,10 +176,6 @@ def rebuild_unmaintainable(
         row = con.execute(f"SELECT count(*) FROM {target.sql()}").fetchone()
         result.rows_inserted = int(row[0]) if row else 0
         _label(con, target, result)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     result.seconds = time.perf_counter() - started
     return result
 

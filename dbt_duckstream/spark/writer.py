@@ -21,6 +21,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError
+from ..lake import transaction
 from ..operators.base import literal, quote
 from .options import LakeOptions
 from .types import duckdb_type
@@ -123,8 +124,7 @@ class DuckLakeWriter(DataSourceArrowWriter):
 
     def _commit(self, con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
         table = self.options.table
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(table.catalog)}.{quote(table.schema)}")
             existing = self.options.table_columns(con)
             if existing is None:
@@ -147,10 +147,6 @@ class DuckLakeWriter(DataSourceArrowWriter):
                 f"CALL {quote(table.catalog)}.set_commit_message('spark', "
                 f"{literal(self._message(len(files)))})"
             )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
 
     def _message(self, files: int) -> str:
         mode = "merge" if self.merge else "overwrite" if self.overwrite else "append"
