@@ -6,11 +6,16 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: setup demo demo-core test lint
+.PHONY: setup postgres-server demo demo-core test lint
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen --all-extras
+
+# PostgreSQL's server binaries: the catalog tests start a private server with them
+postgres-server:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
 # Spark lands 1M orders in DuckLake, dbt maintains the integration project's models
 demo: setup
@@ -25,5 +30,5 @@ lint: setup
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen ty check dbt_duckstream/
 
-test: lint
+test: lint postgres-server
 	$(UV) run --frozen pytest -n 2 --dist loadgroup -p no:cacheprovider

@@ -10,21 +10,22 @@ from pathlib import Path
 
 import duckdb
 
-from dbt_duckstream import RunResult, load_ducklake, prepare, refresh
+from dbt_duckstream import RunResult, prepare, refresh
 from dbt_duckstream.compiler import IVMPlan
 from dbt_duckstream.consistency import differences
+from dbt_duckstream.lake import attach_lake
 
 
 @contextmanager
-def fresh_lake() -> Iterator[duckdb.DuckDBPyConnection]:
-    """A DuckDB connection with an empty DuckLake attached as ``lake`` (and in use)."""
+def fresh_lake(catalog: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A DuckDB connection with an empty DuckLake attached as ``lake`` (and in use).
+
+    Its catalog is a DuckDB file by default, else ``catalog`` (``sqlite:<file>``,
+    ``postgres:<dsn>`` of an empty database)."""
     directory = Path(tempfile.mkdtemp(prefix="duckstream-test-"))
     con = duckdb.connect()
     try:
-        load_ducklake(con)
-        con.execute(
-            f"ATTACH 'ducklake:{directory}/lake.ducklake' AS lake (DATA_PATH '{directory}/data')"
-        )
+        attach_lake(con, catalog or f"{directory}/lake.ducklake", data_path=f"{directory}/data")
         con.execute("USE lake")
         yield con
     finally:

@@ -72,8 +72,8 @@ FAMILIES: dict[str, dict[str, str]] = {
 }
 
 
-def run_scenario(scenario: Scenario, views: dict[str, str]) -> None:
-    with fresh_lake() as con:
+def run_scenario(scenario: Scenario, views: dict[str, str], catalog: str | None = None) -> None:
+    with fresh_lake(catalog) as con:
         for statement in create_tables_sql():
             con.execute(statement)
         for operation in scenario.initial:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -19,6 +20,8 @@ from pyspark.sql import types as T  # noqa: E402
 from dbt_duckstream.lake import attach_lake  # noqa: E402
 from dbt_duckstream.spark import spark_session  # noqa: E402
 
+from .postgres import create_database, postgres_server  # noqa: E402
+
 pytestmark = pytest.mark.xdist_group("spark")
 
 
@@ -30,13 +33,22 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
-@pytest.fixture(params=["duckdb", "sqlite"])
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    with postgres_server() as dsn:
+        yield dsn
+
+
+@pytest.fixture(params=["duckdb", "sqlite", "postgres"])
 def lake(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     """Options naming a fresh lake, with each catalog backend."""
-    catalog = tmp_path / "lake.ducklake"
+    catalog = str(tmp_path / "lake.ducklake")
     if request.param == "sqlite":
         catalog = f"sqlite:{tmp_path / 'lake.sqlite'}"
-    return {"catalog": str(catalog), "data_path": str(tmp_path / "data"), "table": "raw.t"}
+    if request.param == "postgres":
+        name = f"lake_{uuid.uuid4().hex[:12]}"
+        catalog = f"postgres:{create_database(request.getfixturevalue('postgres'), name)}"
+    return {"catalog": catalog, "data_path": str(tmp_path / "data"), "table": "raw.t"}
 
 
 def query(lake: dict[str, str], sql: str) -> list[tuple]:
