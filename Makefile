@@ -6,11 +6,11 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: setup postgres-server demo demo-core test lint
+.PHONY: setup postgres-server demo demo-core bench test lint
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --frozen --all-extras
+	$(UV) sync --frozen --all-extras --all-groups
 
 # PostgreSQL's server binaries: the catalog tests start a private server with them
 postgres-server:
@@ -24,6 +24,10 @@ demo: setup
 # the compiler alone, from Python: one join+aggregate model on 1M rows
 demo-core: setup
 	$(UV) run --frozen python -m dbt_duckstream.demo
+
+# TPC-H SF1: maintenance against a full rebuild per view and change ratio; report in docs/benchmark
+bench: setup
+	$(UV) run --frozen python -m benchmarks.tpch $(BENCH_ARGS)
 
 lint: setup
 	$(UV) run --frozen ruff check .

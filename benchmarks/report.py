@@ -1,0 +1,94 @@
+"""The benchmark's Markdown table and its plot (speed-up against change ratio, a line per view)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+#: the issue's targets, checked in the report
+TARGET_GEOMEAN_AT_0_1 = 20.0
+TARGET_FLOOR_AT_0_1 = 3.0
+TARGET_WORST_AT_10 = 1 / 1.2
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def markdown(rows: list[dict], *, scale: float, repetitions: int) -> str:
+    ratios = sorted({r["ratio"] for r in rows})
+    lines = [
+        f"# TPC-H SF{scale:g}: incremental maintenance against a full rebuild",
+        "",
+        f"Medians of {repetitions} repetitions. `maintain`: the maintenance run; `rebuild`: "
+        "`CREATE OR REPLACE TABLE AS` the same SQL; `floor`: a bare read of the change feed "
+        "of the view's sources over the same window; `speed-up` = rebuild / maintain. "
+        "A `rebuild` strategy means the run chose to rebuild (see the README).",
+        "",
+        "| view | ratio | rows changed | strategy | maintain ms | rebuild ms | floor ms | speed-up |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in sorted(rows, key=lambda r: (r["ratio"], r["view"])):
+        lines.append(
+            f"| {row['view']} | {row['ratio']:.2%} | {row['rows_changed']:.0f} "
+            f"| {', '.join(row['strategies'])} | {row['maintain_ms']:.1f} "
+            f"| {row['rebuild_ms']:.1f} | {row['floor_ms']:.1f} | {row['speedup']:.1f}x |"
+        )
+    lines += [
+        "",
+        "| ratio | geometric mean speed-up | slowest view | its speed-up |",
+        "|---|---|---|---|",
+    ]
+    for ratio in ratios:
+        at = [r for r in rows if r["ratio"] == ratio]
+        worst = min(at, key=lambda r: r["speedup"])
+        lines.append(
+            f"| {ratio:.2%} | {geomean([r['speedup'] for r in at]):.1f}x "
+            f"| {worst['view']} | {worst['speedup']:.2f}x |"
+        )
+    lines += ["", *targets(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """The issue's targets, met or not, for the ratios this run measured."""
+    found = []
+    small = [r["speedup"] for r in rows if math.isclose(r["ratio"], 0.001)]
+    if small:
+        mean, low = geomean(small), min(small)
+        found.append(
+            f"- 0.1%: geometric mean {mean:.1f}x (target ≥ {TARGET_GEOMEAN_AT_0_1:g}x: "
+            f"{'met' if mean >= TARGET_GEOMEAN_AT_0_1 else 'missed'}); slowest {low:.1f}x "
+            f"(target ≥ {TARGET_FLOOR_AT_0_1:g}x: {'met' if low >= TARGET_FLOOR_AT_0_1 else 'missed'})"
+        )
+    large = [r["speedup"] for r in rows if math.isclose(r["ratio"], 0.1)]
+    if large:
+        low = min(large)
+        found.append(
+            f"- 10%: slowest view at {1 / low:.2f}x its rebuild's time (target ≤ 1.2x: "
+            f"{'met' if low >= TARGET_WORST_AT_10 else 'missed'})"
+        )
+    return found
+
+
+def plot(rows: list[dict], path: Path, *, scale: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
+    for view in sorted({r["view"] for r in rows}):
+        points = sorted((r["ratio"], r["speedup"]) for r in rows if r["view"] == view)
+        axes.plot([p[0] * 100 for p in points], [p[1] for p in points], marker="o", label=view)
+    axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("change ratio (% of lineitem rows)")
+    axes.set_ylabel("speed-up over a full rebuild (×)")
+    axes.set_title(f"TPC-H SF{scale:g}: incremental maintenance vs full rebuild")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(ncol=3, fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

@@ -1,0 +1,191 @@
+"""The TPC-H benchmark: incremental maintenance against a full rebuild, per view and change ratio.
+
+    python -m benchmarks.tpch [--scale 1] [--ratios 0.0001,0.001,0.01,0.1] [--repetitions 3]
+
+For every ratio and repetition a refresh batch lands (``refresh.apply_batch``); then, for each
+view, side by side in this process: the maintenance run (``refresh``), the check that the view
+equals a recomputation, a full rebuild of the same SQL (``CREATE OR REPLACE TABLE ... AS``, what
+dbt's ``table`` materialization runs, in its own transaction), and the floor, a bare read of
+the change feed of the view's changed sources over the same window. Medians go to a Markdown
+report and a plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import duckdb
+
+from dbt_duckstream import prepare, refresh
+from dbt_duckstream.compiler import IVMPlan
+from dbt_duckstream.consistency import differences
+from dbt_duckstream.lake import attach_lake, transaction
+from dbt_duckstream.operators import Scan
+from dbt_duckstream.operators.base import Operator, literal, quote
+
+from . import report
+from .queries import VIEWS
+from .refresh import apply_batch, batch_for, generate
+
+SOURCES = "tpch"
+MODELS = "views"
+REBUILDS = "rebuilds"
+
+
+@dataclass
+class Sample:
+    """One view's timings after one batch."""
+
+    view: str
+    ratio: float
+    repetition: int
+    strategy: str
+    maintain_s: float
+    rebuild_s: float
+    floor_s: float
+    rows_changed: int
+
+
+def scans(node: Operator) -> list[Scan]:
+    found = [node] if isinstance(node, Scan) else []
+    for child in node.children:
+        found += scans(child)
+    return found
+
+
+def feed_floor_seconds(con: duckdb.DuckDBPyConnection, plan: IVMPlan, window) -> float:
+    """A bare read of the change feed of every source the view reads, over ``window``."""
+    old, new = window
+    started = time.perf_counter()
+    for scan in {s.table.key: s for s in scans(plan.root)}.values():
+        columns = ", ".join(quote(c) for c in scan.read) or "1"
+        t = scan.table
+        con.execute(
+            f"SELECT count(*), max(hash({columns}, change_type)) FROM ducklake_table_changes("
+            f"{literal(t.catalog)}, {literal(t.schema)}, {literal(t.name)}, {old + 1}, {new})"
+        ).fetchall()
+    return time.perf_counter() - started
+
+
+def rebuild_seconds(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> float:
+    started = time.perf_counter()
+    with transaction(con):
+        con.execute(f"CREATE OR REPLACE TABLE lake.{REBUILDS}.{name} AS {sql}")
+    return time.perf_counter() - started
+
+
+def check(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> None:
+    diff = differences(con, f"lake.{MODELS}.{name}", sql)
+    if diff:
+        rows = "\n".join(map(str, diff))
+        raise AssertionError(f"view {name} differs from its recomputation:\n{rows}")
+
+
+def run(
+    directory: Path, scale: float, ratios: list[float], repetitions: int, views: list[str]
+) -> list[Sample]:
+    con = duckdb.connect()
+    attach_lake(con, str(directory / "lake.ducklake"), data_path=str(directory / "data"))
+    started = time.perf_counter()
+    generate(con, scale, f"lake.{SOURCES}")
+    print(f"TPC-H SF{scale} generated into DuckLake in {time.perf_counter() - started:.1f} s")
+    con.execute(f"CREATE SCHEMA lake.{MODELS}")
+    con.execute(f"CREATE SCHEMA lake.{REBUILDS}")
+    con.execute(f"USE lake.{SOURCES}")
+    plans: dict[str, IVMPlan] = {}
+    for name in views:
+        started = time.perf_counter()
+        plans[name] = prepare(con, VIEWS[name], f"lake.{MODELS}.{name}", catalog="lake", db=SOURCES)
+        compiled = time.perf_counter() - started
+        result = refresh(con, plans[name])
+        print(f"{name}: compiled in {compiled * 1000:.0f} ms, built in {result.seconds:.2f} s")
+    samples: list[Sample] = []
+    for ratio in ratios:
+        for repetition in range(repetitions):
+            batch = batch_for(con, f"lake.{SOURCES}", ratio)
+            seed = int(ratio * 1e6) * 10 + repetition
+            apply_batch(con, f"lake.{SOURCES}", batch, seed)
+            for name in views:
+                result = refresh(con, plans[name])
+                window = result.snapshots["lake"]
+                check(con, name, VIEWS[name])
+                sample = Sample(
+                    view=name,
+                    ratio=ratio,
+                    repetition=repetition,
+                    strategy=result.strategy,
+                    maintain_s=result.seconds,
+                    rebuild_s=rebuild_seconds(con, name, VIEWS[name]),
+                    floor_s=feed_floor_seconds(con, plans[name], window),
+                    rows_changed=result.rows_inserted + result.rows_deleted,
+                )
+                samples.append(sample)
+                print(
+                    f"ratio {ratio:.4%} rep {repetition + 1} {name:>5}: {result.strategy:<11} "
+                    f"maintain {sample.maintain_s * 1000:8.1f} ms  "
+                    f"rebuild {sample.rebuild_s * 1000:8.1f} ms  "
+                    f"floor {sample.floor_s * 1000:7.1f} ms  ({result.reason})",
+                    flush=True,
+                )
+    con.close()
+    return samples
+
+
+def medians(samples: list[Sample]) -> list[dict]:
+    """Per view and ratio: median maintain, rebuild and floor times, and the speed-up."""
+    groups: dict[tuple[str, float], list[Sample]] = {}
+    for s in samples:
+        groups.setdefault((s.view, s.ratio), []).append(s)
+    rows = []
+    for (view, ratio), group in groups.items():
+        maintain = statistics.median(s.maintain_s for s in group)
+        rebuild = statistics.median(s.rebuild_s for s in group)
+        rows.append(
+            {
+                "view": view,
+                "ratio": ratio,
+                "maintain_ms": maintain * 1000,
+                "rebuild_ms": rebuild * 1000,
+                "floor_ms": statistics.median(s.floor_s for s in group) * 1000,
+                "speedup": rebuild / maintain,
+                "strategies": sorted({s.strategy for s in group}),
+                "rows_changed": statistics.median(s.rows_changed for s in group),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tpch", description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--ratios", default="0.0001,0.001,0.01,0.1")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--views", default=",".join(VIEWS))
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmark"))
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    ratios = [float(r) for r in args.ratios.split(",")]
+    views = [v.strip() for v in args.views.split(",") if v.strip()]
+    unknown = sorted(set(views) - set(VIEWS))
+    if unknown:
+        sys.exit(f"unknown views {unknown}; choose from {sorted(VIEWS)}")
+    with tempfile.TemporaryDirectory(dir=args.workdir, prefix="tpch-") as directory:
+        samples = run(Path(directory), args.scale, ratios, args.repetitions, views)
+    table = medians(samples)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "samples.json").write_text(json.dumps([asdict(s) for s in samples], indent=1))
+    markdown = report.markdown(table, scale=args.scale, repetitions=args.repetitions)
+    (args.out / "tpch.md").write_text(markdown)
+    report.plot(table, args.out / "tpch.png", scale=args.scale)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()
