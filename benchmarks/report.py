@@ -25,7 +25,8 @@ def markdown(rows: list[dict], *, scale: float, repetitions: int) -> str:
         "of the view's sources over the same window; `speed-up` = rebuild / maintain. "
         "A `rebuild` strategy means the run chose to rebuild (see the README).",
         "",
-        "| view | ratio | rows changed | strategy | maintain ms | rebuild ms | floor ms | speed-up |",
+        "| view | ratio | rows changed | strategy | maintain ms | rebuild ms | floor ms "
+        "| speed-up |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda r: (r["ratio"], r["view"])):
@@ -56,10 +57,11 @@ def targets(rows: list[dict]) -> list[str]:
     small = [r["speedup"] for r in rows if math.isclose(r["ratio"], 0.001)]
     if small:
         mean, low = geomean(small), min(small)
+        mean_met = "met" if mean >= TARGET_GEOMEAN_AT_0_1 else "missed"
+        low_met = "met" if low >= TARGET_FLOOR_AT_0_1 else "missed"
         found.append(
             f"- 0.1%: geometric mean {mean:.1f}x (target ≥ {TARGET_GEOMEAN_AT_0_1:g}x: "
-            f"{'met' if mean >= TARGET_GEOMEAN_AT_0_1 else 'missed'}); slowest {low:.1f}x "
-            f"(target ≥ {TARGET_FLOOR_AT_0_1:g}x: {'met' if low >= TARGET_FLOOR_AT_0_1 else 'missed'})"
+            f"{mean_met}); slowest {low:.1f}x (target ≥ {TARGET_FLOOR_AT_0_1:g}x: {low_met})"
         )
     large = [r["speedup"] for r in rows if math.isclose(r["ratio"], 0.1)]
     if large:
@@ -85,7 +87,7 @@ def plot(rows: list[dict], path: Path, *, scale: float) -> None:
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("change ratio (% of lineitem rows)")
-    axes.set_ylabel("speed-up over a full rebuild (×)")
+    axes.set_ylabel("speed-up over a full rebuild (x)")
     axes.set_title(f"TPC-H SF{scale:g}: incremental maintenance vs full rebuild")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(ncol=3, fontsize="small")
