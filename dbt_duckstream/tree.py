@@ -60,6 +60,7 @@ def _query(node: exp.Expr, ctes: dict[str, Operator]) -> Operator:
 
 
 def _select(select: exp.Select, ctes: dict[str, Operator]) -> Operator:
+    select, semi_inputs, semi_conditions = _semi_joins(select, ctes)
     check_select(select)
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
@@ -70,8 +71,10 @@ def _select(select: exp.Select, ctes: dict[str, Operator]) -> Operator:
         _check_join(join)
         if join.args.get("on") is not None:
             conditions.append(join.args["on"])
-    referenced = _referenced_columns(select)
+    conditions += semi_conditions
+    referenced = _referenced_columns(select, semi_conditions)
     inputs = [_input(item, ctes, referenced) for item in [from_.this, *(j.this for j in joins)]]
+    inputs += semi_inputs
 
     relation: Operator = Join(
         tuple((i.alias, i.node) for i in inputs),
@@ -85,8 +88,12 @@ def _select(select: exp.Select, ctes: dict[str, Operator]) -> Operator:
     having = select.args.get("having")
     having_predicate = _flatten(having.this) if having is not None else None
     group = select.args.get("group")
-    if group is not None or _has_aggregate([e for _, e in outputs], having_predicate):
-        keys = _group_keys(group, [e for _, e in outputs])
+    distinct = select.args.get("distinct") is not None
+    if distinct and (group is not None or _has_aggregate([e for _, e in outputs], None)):
+        raise UnsupportedSQLError("SELECT DISTINCT with GROUP BY or aggregates")
+    if distinct or group is not None or _has_aggregate([e for _, e in outputs], having_predicate):
+        # SELECT DISTINCT is a GROUP BY of every selected expression
+        keys = [e for _, e in outputs] if distinct else _group_keys(group, [e for _, e in outputs])
         aggregates = _aggregate_calls([e for _, e in outputs], having_predicate)
         relation = Aggregate(relation, tuple(keys), tuple(aggregates))
         outputs = [(name, _over_aggregate(e, keys, aggregates)) for name, e in outputs]
@@ -97,6 +104,70 @@ def _select(select: exp.Select, ctes: dict[str, Operator]) -> Operator:
     return Project(
         relation, tuple(zip(_unique(n for n, _ in outputs), [e for _, e in outputs], strict=True))
     )
+
+
+def _semi_joins(
+    select: exp.Select, ctes: dict[str, Operator]
+) -> tuple[exp.Select, list[_Input], list[exp.Expr]]:
+    """``x IN (SELECT k ...)`` conjuncts of WHERE, as inner joins with the distinct ``k``.
+
+    In a WHERE conjunct, IN holds exactly when ``x`` equals one of the subquery's non-null
+    values, which is what a join with its distinct values computes (NULLs match nothing on
+    either side). NOT IN differs on NULLs and stays unsupported.
+    """
+    where = select.args.get("where")
+    if where is None:
+        return select, [], []
+    kept: list[exp.Expr] = []
+    inputs: list[_Input] = []
+    conditions: list[exp.Expr] = []
+    for conjunct in _conjuncts(where.this):
+        query = conjunct.args.get("query") if isinstance(conjunct, exp.In) else None
+        if query is None:
+            kept.append(conjunct)
+            continue
+        subquery = query.this if isinstance(query, exp.Subquery) else query
+        _check_uncorrelated(subquery)
+        inner = _query(subquery, ctes)
+        if len(inner.columns) != 1:
+            raise UnsupportedSQLError(
+                f"IN subquery selecting {len(inner.columns)} columns", "select one column"
+            )
+        distinct = Aggregate(inner, (_plain_column(inner.columns[0]),), ())
+        alias = f"_ivm_in{len(inputs) + 1}"
+        name = inner.columns[0]
+        inputs.append(_Input(alias, Project(distinct, ((name, _plain_column(key_name(0))),))))
+        conditions.append(
+            exp.EQ(this=conjunct.this.copy(), expression=exp.column(name, alias, quoted=True))
+        )
+    if not inputs:
+        return select, [], []
+    rewritten = select.copy()
+    rewritten.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
+    return rewritten, inputs, conditions
+
+
+def _conjuncts(predicate: exp.Expr) -> list[exp.Expr]:
+    if isinstance(predicate, exp.And):
+        return [*_conjuncts(predicate.this), *_conjuncts(predicate.expression)]
+    if isinstance(predicate, exp.Paren):
+        return _conjuncts(predicate.this)
+    return [predicate]
+
+
+def _check_uncorrelated(subquery: exp.Expr) -> None:
+    """A subquery may only name its own tables (and CTEs)."""
+    own = {t.alias_or_name for t in subquery.find_all(exp.Table)}
+    own |= {s.alias for s in subquery.find_all(exp.Subquery) if s.alias}
+    for column in subquery.find_all(exp.Column):
+        if column.table and column.table not in own:
+            raise UnsupportedSQLError(
+                "correlated subquery", f"{column.sql(dialect='duckdb')} refers to the outer query"
+            )
+
+
+def _plain_column(name: str) -> exp.Column:
+    return exp.column(exp.to_identifier(name, quoted=True))
 
 
 def _check_join(join: exp.Join) -> None:
@@ -131,10 +202,10 @@ def _input(item: exp.Expr, ctes: dict[str, Operator], referenced: dict[str, list
     raise UnsupportedSQLError(f"{kind or type(item).__name__} in FROM")
 
 
-def _referenced_columns(select: exp.Select) -> dict[str, list[str]]:
+def _referenced_columns(select: exp.Select, extra: list[exp.Expr]) -> dict[str, list[str]]:
     """Columns each FROM alias must provide, in first-use order."""
     found: dict[str, list[str]] = {}
-    parts: list[exp.Expr] = list(select.expressions)
+    parts: list[exp.Expr] = [*select.expressions, *extra]
     parts += [select.args[k] for k in ("where", "group", "having") if select.args.get(k)]
     parts += [j.args["on"] for j in select.args.get("joins") or [] if j.args.get("on")]
     for part in parts:

@@ -87,8 +87,9 @@ def check_aggregate(node: exp.Expr) -> None:
 
 def check_select(select: exp.Select) -> None:
     """Raise for clauses of one SELECT block that no operator handles yet."""
-    if select.args.get("distinct"):
-        raise UnsupportedSQLError("SELECT DISTINCT")
+    distinct = select.args.get("distinct")
+    if distinct is not None and distinct.args.get("on") is not None:
+        raise UnsupportedSQLError("SELECT DISTINCT ON")
     if select.args.get("limit") or select.args.get("offset"):
         raise UnsupportedSQLError("LIMIT/OFFSET", "a limited result is not maintainable")
     if select.args.get("qualify"):
@@ -105,6 +106,6 @@ def check_select(select: exp.Select) -> None:
                 raise UnsupportedSQLError("window function")
             for nested in part.find_all(exp.Select):
                 raise UnsupportedSQLError(
-                    "subquery in an expression (scalar subquery, IN or EXISTS)",
+                    "subquery in an expression (scalar subquery, EXISTS, NOT IN, or IN outside a WHERE conjunct)",
                     f"found: {nested.sql(dialect='duckdb')[:80]}",
                 )

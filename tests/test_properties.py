@@ -68,6 +68,11 @@ FAMILIES: dict[str, dict[str, str]] = {
         "SELECT f1.k, f1.v AS v1, f2.v AS v2 FROM f AS f1 JOIN f AS f2 ON f1.k = f2.k",
         "n_join_agg_table": "WITH m AS (SELECT k, max(z) AS mz FROM t GROUP BY k) "
         "SELECT r.id, r.v, m.mz FROM r JOIN m ON r.k = m.k",
+        "n_in": "SELECT r.id, r.v FROM r WHERE r.k IN (SELECT k FROM s WHERE w > 0) AND v > 0",
+        "n_in_agg": "SELECT s.name, count(*) AS n, sum(s.w) AS sw FROM s "
+        "WHERE s.k IN (SELECT k FROM r GROUP BY k HAVING sum(v) > 2) GROUP BY s.name",
+        "n_distinct": "SELECT DISTINCT g, k % 2 AS parity FROM r",
+        "n_distinct_join": "SELECT DISTINCT s.name, t.z FROM s JOIN t ON s.k = t.k",
     },
 }
 
