@@ -106,6 +106,7 @@ def check_select(select: exp.Select) -> None:
                 raise UnsupportedSQLError("window function")
             for nested in part.find_all(exp.Select):
                 raise UnsupportedSQLError(
-                    "subquery in an expression (scalar subquery, EXISTS, NOT IN, or IN outside a WHERE conjunct)",
+                    "subquery in an expression (scalar subquery, EXISTS, NOT IN, "
+                    "or IN outside a WHERE conjunct)",
                     f"found: {nested.sql(dialect='duckdb')[:80]}",
                 )
