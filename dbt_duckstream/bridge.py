@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from . import registry
+from . import decide, registry
 from .consistency import differences_sql
 from .errors import DuckstreamError, UnsupportedSQLError
 from .operators.base import TableRef, literal
@@ -55,7 +55,31 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
             con, request["sql"], target, catalog=target.catalog, db=target.schema, reason=reason
         )
         return result.to_dict()
-    return refresh(con, plan, full_refresh=bool(request.get("full_refresh"))).to_dict()
+    result = refresh(
+        con,
+        plan,
+        full_refresh=bool(request.get("full_refresh")),
+        rebuild_above=rebuild_above(request.get("rebuild_above")),
+    )
+    return result.to_dict()
+
+
+def rebuild_above(value: Any) -> float | None:
+    """``ivm_rebuild_above``: a share of a rebuild's cost, ``never`` or unset (the default)."""
+    if value is None:
+        return decide.REBUILD_ABOVE
+    if value == "never":
+        return None
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        share = -1.0
+    if share < 0:
+        raise DuckstreamError(
+            f"ivm_rebuild_above={value!r}: give a share of a rebuild's cost (e.g. 0.75, the "
+            "default; 0 always rebuilds), or 'never' to always maintain"
+        )
+    return share
 
 
 def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:

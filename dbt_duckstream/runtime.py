@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from . import cursors, registry
+from . import cursors, decide, registry
 from .accumulate import state_table_for
 from .compiler import IVMPlan, Schema, compile_ivm, parse_table, source_tables
 from .errors import ConfigurationError
@@ -121,19 +121,29 @@ def using(con: duckdb.DuckDBPyConnection, catalog: str, db: str) -> Generator[No
 
 
 def refresh(
-    con: duckdb.DuckDBPyConnection, plan: IVMPlan, *, full_refresh: bool = False
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    *,
+    full_refresh: bool = False,
+    rebuild_above: float | None = decide.REBUILD_ABOVE,
 ) -> RunResult:
-    """Bring the model up to date in one transaction; see ``RunResult`` for what happened."""
+    """Bring the model up to date in one transaction; see ``RunResult`` for what happened.
+
+    A run whose estimated maintenance work exceeds ``rebuild_above`` of a rebuild's rebuilds
+    instead (see ``decide``); None always maintains.
+    """
     started = time.perf_counter()
     with feed_safe_optimizers(con):
-        result = _transaction(con, plan, full_refresh)
+        result = _transaction(con, plan, full_refresh, rebuild_above)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _transaction(con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool) -> RunResult:
+def _transaction(
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool, rebuild_above: float | None
+) -> RunResult:
     with transaction(con):
-        result = _run(con, plan, full_refresh)
+        result = _run(con, plan, full_refresh, rebuild_above)
         if result.strategy != "unchanged":
             _label(con, plan.target, result)
     return result
@@ -180,11 +190,17 @@ def rebuild_unmaintainable(
     return result
 
 
-def _run(con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool) -> RunResult:
+def _run(
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool, rebuild_above: float | None
+) -> RunResult:
     pinned = {catalog: current_snapshot(con, catalog) for catalog in plan.catalogs}
     ids = {source.key: table_id(con, source) for source in plan.sources}
     previous = {c.source: c for c in cursors.read(con, plan.target)}
     strategy, reason, changed = _decide(con, plan, pinned, ids, previous, full_refresh)
+    if strategy == "incremental" and rebuild_above is not None:
+        strategy, reason = _maintain_or_rebuild(
+            con, plan, pinned, ids, previous, changed, reason, rebuild_above
+        )
     old = {c.catalog: c.snapshot_id for c in previous.values()}
     snapshots = {cat: (old.get(cat, pinned[cat]), pinned[cat]) for cat in plan.catalogs}
     result = RunResult(plan.target.key, strategy, reason, snapshots)
@@ -253,6 +269,41 @@ def _decide(
         f"{len(changed)} of {len(plan.sources)} sources changed",
         frozenset(changed),
     )
+
+
+def _maintain_or_rebuild(
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    pinned: dict[str, int],
+    ids: dict[str, int | None],
+    previous: dict[str, cursors.Cursor],
+    changed: frozenset[str],
+    reason: str,
+    rebuild_above: float,
+) -> tuple[str, str]:
+    """Rebuild when maintaining this window would cost more than rebuilding (``decide``)."""
+    changed_rows = maintain_rows = rebuild_rows = 0
+    model_id = table_id(con, plan.target) if plan.target.catalog in plan.catalogs else None
+    for catalog in plan.catalogs:
+        sources = [s for s in plan.sources if s.catalog == catalog]
+        window = (previous[sources[0].key].snapshot_id, pinned[catalog])
+        found = decide.estimate(
+            con,
+            catalog,
+            window,
+            {tid for s in sources if s.key in changed and (tid := ids[s.key]) is not None},
+            {tid for s in sources if (tid := ids[s.key]) is not None},
+            model_id if catalog == plan.target.catalog else None,
+        )
+        changed_rows += found.changed_rows
+        maintain_rows += found.maintain_rows
+        rebuild_rows += found.rebuild_rows
+    total = decide.Estimate(changed_rows, maintain_rows, rebuild_rows)
+    if total.rebuild_is_cheaper(rebuild_above):
+        return "rebuild", (
+            f"cheaper than maintenance: {total.describe()} (rebuild above {rebuild_above:.0%})"
+        )
+    return "incremental", f"{reason}; {total.describe()}"
 
 
 def _table_exists(con: duckdb.DuckDBPyConnection, table: TableRef) -> bool:

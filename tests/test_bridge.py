@@ -59,6 +59,9 @@ def test_configuration_errors_say_what_to_fix(lake: duckdb.DuckDBPyConnection) -
     sql = "SELECT v FROM lake.main.t"
     wrong = call(lake, "duckstream_run", model("m", sql=sql, fallback="table"))
     assert "ivm_fallback='table' is not a choice" in wrong["error"]
+    threshold = call(lake, "duckstream_run", model("m", sql=sql, rebuild_above="often"))
+    assert "ivm_rebuild_above='often'" in threshold["error"]
+    assert "'never'" in threshold["error"]
     outside = call(
         lake,
         "duckstream_run",

@@ -132,3 +132,26 @@ def test_compaction_and_rewrites_do_not_disturb_netting(model, lake):
     lake.execute("UPDATE t SET v = v + 1 WHERE v % 5 = 0")
     model.refresh()
     model.assert_consistent()
+
+
+def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
+    lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO big SELECT i % 10, i FROM range(5000) AS r(i)")
+    m = Model(lake, "per_key", "SELECT k, sum(v) AS total FROM big GROUP BY k")
+    assert m.refresh().strategy == "initial"
+
+    lake.execute("INSERT INTO big SELECT i % 10, i FROM range(5000, 5100) AS r(i)")
+    small = m.refresh(rebuild_above=0.75)
+    assert small.strategy == "incremental"
+    assert "100 rows changed" in small.reason, small.reason
+
+    # deletes scattered through the big file: its pre-images cost a read of the whole file
+    lake.execute("DELETE FROM big WHERE v % 7 = 0")
+    large = m.refresh(rebuild_above=0.75)
+    assert large.strategy == "rebuild"
+    assert "cheaper than maintenance" in large.reason, large.reason
+    m.assert_consistent()
+
+    lake.execute("DELETE FROM big WHERE v % 11 = 0")
+    assert m.refresh(rebuild_above=None).strategy == "incremental"
+    m.assert_consistent()

@@ -17,6 +17,7 @@
         'sql': compiled_code,
         'full_refresh': should_full_refresh(),
         'fallback': config.get('ivm_fallback'),
+        'rebuild_above': config.get('ivm_rebuild_above'),
       }) -%}
   {{ log(target_relation ~ ': ' ~ result['summary'], info=(result['strategy'] == 'rebuild')) }}
   {%- do store_raw_result(
