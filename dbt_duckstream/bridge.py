@@ -76,7 +76,7 @@ def rebuild_above(value: Any) -> float | None:
         share = -1.0
     if share < 0:
         raise DuckstreamError(
-            f"ivm_rebuild_above={value!r}: give a share of a rebuild's cost (e.g. 0.75, the "
+            f"ivm_rebuild_above={value!r}: give a share of a rebuild's cost (e.g. 1.0, the "
             "default; 0 always rebuilds), or 'never' to always maintain"
         )
     return share

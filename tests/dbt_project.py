@@ -64,7 +64,9 @@ class Project:
         config = directory / "dbt_project.yml"
         materialized = "    +materialized:"
         config.write_text(
-            config.read_text().replace(materialized, "    +ivm_rebuild_above: never\n" + materialized)
+            config.read_text().replace(
+                materialized, "    +ivm_rebuild_above: never\n" + materialized
+            )
         )
         self.lake.mkdir(exist_ok=True)
         self.env = {
