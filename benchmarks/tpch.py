@@ -88,9 +88,18 @@ def check(con: duckdb.DuckDBPyConnection, name: str, sql: str) -> None:
         raise AssertionError(f"view {name} differs from its recomputation:\n{rows}")
 
 
+@dataclass
+class ViewCosts:
+    """Fixed costs of one view: compiling its plan, and a run when nothing changed."""
+
+    view: str
+    compile_ms: float
+    unchanged_ms: float
+
+
 def run(
     directory: Path, scale: float, ratios: list[float], repetitions: int, views: list[str]
-) -> list[Sample]:
+) -> tuple[list[Sample], list[ViewCosts]]:
     con = duckdb.connect()
     attach_lake(con, str(directory / "lake.ducklake"), data_path=str(directory / "data"))
     started = time.perf_counter()
@@ -100,10 +109,12 @@ def run(
     con.execute(f"CREATE SCHEMA lake.{REBUILDS}")
     con.execute(f"USE lake.{SOURCES}")
     plans: dict[str, IVMPlan] = {}
+    compile_ms: dict[str, float] = {}
     for name in views:
         started = time.perf_counter()
         plans[name] = prepare(con, VIEWS[name], f"lake.{MODELS}.{name}", catalog="lake", db=SOURCES)
         compiled = time.perf_counter() - started
+        compile_ms[name] = compiled * 1000
         result = refresh(con, plans[name])
         print(f"{name}: compiled in {compiled * 1000:.0f} ms, built in {result.seconds:.2f} s")
     samples: list[Sample] = []
@@ -134,8 +145,16 @@ def run(
                     f"floor {sample.floor_s * 1000:7.1f} ms  ({result.reason})",
                     flush=True,
                 )
+    costs = []
+    for name in views:
+        times = []
+        for _ in range(5):
+            result = refresh(con, plans[name])
+            assert result.strategy == "unchanged", result.summary()
+            times.append(result.seconds * 1000)
+        costs.append(ViewCosts(name, compile_ms[name], statistics.median(times)))
     con.close()
-    return samples
+    return samples, costs
 
 
 def medians(samples: list[Sample]) -> list[dict]:
@@ -177,11 +196,11 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         sys.exit(f"unknown views {unknown}; choose from {sorted(VIEWS)}")
     with tempfile.TemporaryDirectory(dir=args.workdir, prefix="tpch-") as directory:
-        samples = run(Path(directory), args.scale, ratios, args.repetitions, views)
+        samples, costs = run(Path(directory), args.scale, ratios, args.repetitions, views)
     table = medians(samples)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "samples.json").write_text(json.dumps([asdict(s) for s in samples], indent=1))
-    markdown = report.markdown(table, scale=args.scale, repetitions=args.repetitions)
+    markdown = report.markdown(table, costs, scale=args.scale, repetitions=args.repetitions)
     (args.out / "tpch.md").write_text(markdown)
     report.plot(table, args.out / "tpch.png", scale=args.scale)
     print(markdown)
