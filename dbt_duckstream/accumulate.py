@@ -120,8 +120,8 @@ class AccumulatedAggregate:
     def _group_by(self) -> str:
         return " GROUP BY ALL" if self.keys else ""
 
-    def initial_state_sql(self, ctx: RenderContext) -> str:
-        """CREATE the state table from the input at the new snapshot."""
+    def state_query(self, ctx: RenderContext) -> str:
+        """The state table's rows, from the input at the new snapshot."""
         parts = [*self._key_select(), f"count(*) AS {COUNT}"]
         for j, acc in enumerate(self.accumulators):
             value = acc.value_sql()
@@ -133,7 +133,7 @@ class AccumulatedAggregate:
                 parts.append(f"{acc.kind}({value}) AS _ivm_v{j}")
         source = self.aggregate.child.state(ctx, "new")
         query = f"SELECT {', '.join(parts)} FROM {quote(source)}{self._group_by()}"
-        return f"CREATE TABLE {self.state_table} AS {ctx.with_clause()}{query}"
+        return f"{ctx.with_clause()}{query}"
 
     def outputs_sql(self, state: str) -> str:
         """The model's rows computed from accumulator rows, with the model's expressions."""
@@ -245,13 +245,22 @@ class AccumulatedAggregate:
             f"LEFT JOIN {rescanned} AS r ON {join or 'TRUE'}"
         )
 
-    def build_sql(self, ctx: RenderContext, columns: tuple[str, ...]) -> list[str]:
+    def build_sql(
+        self, ctx: RenderContext, columns: tuple[str, ...], *, refill: bool = False
+    ) -> list[str]:
         """Rebuild: the state table from the input, then the model's rows from the state."""
-        return [
-            f"DROP TABLE IF EXISTS {self.state_table}",
-            self.initial_state_sql(ctx),
-            f"INSERT INTO {self.target.sql()} {self.outputs_sql(self._live(self.state_table))}",
-        ]
+        if refill:
+            state = [
+                f"DELETE FROM {self.state_table}",
+                f"INSERT INTO {self.state_table} {self.state_query(ctx)}",
+            ]
+        else:
+            state = [
+                f"DROP TABLE IF EXISTS {self.state_table}",
+                f"CREATE TABLE {self.state_table} AS {self.state_query(ctx)}",
+            ]
+        live = self._live(self.state_table)
+        return [*state, f"INSERT INTO {self.target.sql()} {self.outputs_sql(live)}"]
 
     def maintenance(
         self,

@@ -79,12 +79,25 @@ class IVMPlan:
         renamed = self._renamed_columns()
         return f"{ctx.with_clause()}SELECT {renamed} FROM {quote(state)}"
 
-    def build_sql(self, snapshots: dict[str, tuple[int, int]]) -> list[str]:
-        """Statements that (re)create the model, and its state, at the new snapshot."""
-        statements = [f"DROP TABLE IF EXISTS {self.target.sql()}", self.create_table_sql(snapshots)]
+    def build_sql(
+        self, snapshots: dict[str, tuple[int, int]], *, refill: bool = False
+    ) -> list[str]:
+        """Statements that (re)create the model, and its state, at the new snapshot.
+
+        ``refill`` empties and refills the existing tables instead of recreating them: the
+        same rows, a much cheaper DuckLake commit, and the tables keep their ids. Only for a
+        plan whose tables were created by this same plan.
+        """
+        if refill:
+            statements = [f"DELETE FROM {self.target.sql()}"]
+        else:
+            statements = [
+                f"DROP TABLE IF EXISTS {self.target.sql()}",
+                self.create_table_sql(snapshots),
+            ]
         if self.accumulated is not None:
             ctx = RenderContext(snapshots, frozenset())
-            return statements + self.accumulated.build_sql(ctx, self.columns)
+            return statements + self.accumulated.build_sql(ctx, self.columns, refill=refill)
         return [*statements, f"INSERT INTO {self.target.sql()} {self.recompute_sql(snapshots)}"]
 
     def delta_sql(self, snapshots: dict[str, tuple[int, int]], changed: frozenset[str]) -> str:

@@ -210,14 +210,18 @@ def _run(
         _maintain(con, plan, snapshots, changed, result)
     else:
         result.snapshots = {cat: (snap, snap) for cat, snap in pinned.items()}
-        _rebuild(con, plan, result.snapshots, result)
-        catalog, db = plan.default_schema
-        registry.record(
-            con,
-            plan.target,
-            registry.RegisteredModel(plan.sql, catalog, db, "incremental"),
-            plan.sql_hash,
-        )
+        # a rebuild chosen for cost changes nothing structural: the tables are refilled and
+        # the registry already holds this SQL
+        by_cost = strategy == "rebuild" and bool(changed)
+        _rebuild(con, plan, result.snapshots, result, refill=by_cost)
+        if not by_cost:
+            catalog, db = plan.default_schema
+            registry.record(
+                con,
+                plan.target,
+                registry.RegisteredModel(plan.sql, catalog, db, "incremental"),
+                plan.sql_hash,
+            )
     cursors.write(
         con,
         plan.target,
@@ -345,9 +349,10 @@ def _drop_view_in_the_way(con: duckdb.DuckDBPyConnection, target: TableRef) -> N
         con.execute(f"DROP VIEW {target.sql()}")
 
 
-def _rebuild(con, plan: IVMPlan, snapshots, result: RunResult) -> None:
-    _drop_view_in_the_way(con, plan.target)
-    result.statements = plan.build_sql(snapshots)
+def _rebuild(con, plan: IVMPlan, snapshots, result: RunResult, *, refill: bool) -> None:
+    if not refill:
+        _drop_view_in_the_way(con, plan.target)
+    result.statements = plan.build_sql(snapshots, refill=refill)
     for statement in result.statements:
         con.execute(statement)
     row = con.execute(f"SELECT count(*) FROM {plan.target.sql()}").fetchone()

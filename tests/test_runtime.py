@@ -138,7 +138,9 @@ def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
     lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000) AS r(i)")
     m = Model(lake, "per_key", "SELECT k, sum(v) AS total FROM big GROUP BY k")
+    rows = Model(lake, "rows", "SELECT k, v FROM big WHERE v % 3 = 0")
     assert m.refresh().strategy == "initial"
+    assert rows.refresh().strategy == "initial"
 
     lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000, 100050) AS r(i)")
     small = m.refresh(rebuild_above=1.0)
@@ -147,10 +149,14 @@ def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
 
     # deletes scattered through the big file: its pre-images cost a read of the whole file
     lake.execute("DELETE FROM big WHERE v % 7 = 0")
+    table = lake_module.table_id(lake, m.plan.target)
     large = m.refresh(rebuild_above=1.0)
     assert large.strategy == "rebuild"
     assert "cheaper than maintenance" in large.reason, large.reason
+    assert lake_module.table_id(lake, m.plan.target) == table  # refilled, not recreated
     m.assert_consistent()
+    assert rows.refresh(rebuild_above=1.0).strategy == "rebuild"
+    rows.assert_consistent()
 
     lake.execute("DELETE FROM big WHERE v % 11 = 0")
     assert m.refresh(rebuild_above=None).strategy == "incremental"
