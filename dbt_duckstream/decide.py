@@ -10,6 +10,7 @@ every model row. In rows read, from ``ducklake_data_file``, ``ducklake_delete_fi
     maintain ~ rows of data files added in the window
              + rows of the data files whose deletes changed in the window
              + CHANGE_WEIGHT * rows changed
+             + rows of the inputs a join term or a recomputed aggregate reads in full
     rebuild  ~ rows of every input table + OUTPUT_WEIGHT * rows of the model
 
 The weights are per-row costs relative to scanning a row, measured with the TPC-H benchmark
@@ -26,6 +27,9 @@ from dataclasses import dataclass
 
 import duckdb
 
+from .compiler import IVMPlan
+from .lake import table_id
+from .operators import Aggregate, Join, Operator
 from .operators.base import quote
 
 #: rebuild when the estimated maintenance work exceeds this share of a rebuild's
@@ -40,7 +44,7 @@ OUTPUT_WEIGHT = 20
 class Estimate:
     """Rows a maintenance run and a rebuild would read or write."""
 
-    changed_rows: int  # rows inserted, plus rows deleted, in the window
+    changed_rows: int  # rows inserted, plus (at most) rows deleted, in the window
     maintain_rows: int
     rebuild_rows: int
 
@@ -53,30 +57,95 @@ class Estimate:
 
     def describe(self) -> str:
         return (
-            f"~{self.changed_rows} rows changed; estimated maintenance cost {self.share:.0%} "
-            "of a rebuild's"
+            f"up to {self.changed_rows} rows changed; estimated maintenance cost "
+            f"{self.share:.0%} of a rebuild's"
         )
 
 
 def estimate(
     con: duckdb.DuckDBPyConnection,
-    catalog: str,
-    window: tuple[int, int],
-    changed: set[int],
-    inputs: set[int],
-    model: int | None,
+    plan: IVMPlan,
+    windows: dict[str, tuple[int, int]],
+    changed: frozenset[str],
+    ids: dict[str, int | None],
 ) -> Estimate:
-    """The estimate for the tables ``changed`` in ``window`` of ``catalog``, out of ``inputs``
-    (table ids), with ``model`` the maintained table's id."""
+    """The estimate for a window in which the sources ``changed`` (keys) changed."""
+    rows: dict[str, int] = {}
+    feed_rows = changed_rows = 0
+    for catalog, window in windows.items():
+        sources = [s for s in plan.sources if s.catalog == catalog]
+        known = {s.key: tid for s in sources if (tid := ids[s.key]) is not None}
+        counts = _record_counts(con, catalog, set(known.values()))
+        rows |= {key: counts.get(tid, 0) for key, tid in known.items()}
+        touched = {tid for key, tid in known.items() if key in changed}
+        inserted, pre_images, deleted = _window_files(con, catalog, window, touched)
+        feed_rows += inserted + pre_images
+        changed_rows += inserted + deleted
+    model_rows = 0
+    if plan.target.catalog in windows:
+        model = table_id(con, plan.target)
+        if model is not None:
+            model_rows = _record_counts(con, plan.target.catalog, {model}).get(model, 0)
+    return Estimate(
+        changed_rows,
+        feed_rows + CHANGE_WEIGHT * changed_rows + full_reads(plan, changed, rows),
+        sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
+    )
+
+
+def full_reads(plan: IVMPlan, changed: frozenset[str], rows: dict[str, int]) -> int:
+    """Rows of inputs read in full by the delta: a join term joins one input's delta with
+    every other input's whole state; an aggregate below the model's last step recomputes the
+    touched groups from its input at both snapshots."""
+    root_aggregate = plan.accumulated.aggregate if plan.accumulated else None
+    total = 0
+    for node in _nodes(plan.root):
+        if isinstance(node, Join):
+            for i, child in enumerate(node.children):
+                if _changes(child, changed):
+                    others = [c for j, c in enumerate(node.children) if j != i]
+                    total += sum(_rows(c, rows) for c in others)
+        elif isinstance(node, Aggregate) and node is not root_aggregate and _changes(node, changed):
+            total += 2 * _rows(node.child, rows)
+    return total
+
+
+def _nodes(root: Operator) -> list[Operator]:
+    seen: dict[int, Operator] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen[id(node)] = node
+            stack.extend(node.children)
+    return list(seen.values())
+
+
+def _changes(node: Operator, changed: frozenset[str]) -> bool:
+    return any(s.key in changed for s in node.sources())
+
+
+def _rows(node: Operator, rows: dict[str, int]) -> int:
+    return sum(rows.get(s.key, 0) for s in node.sources())
+
+
+def _window_files(
+    con: duckdb.DuckDBPyConnection, catalog: str, window: tuple[int, int], tables: set[int]
+) -> tuple[int, int, int]:
+    """Rows inserted in the window's new data files; rows of the data files whose deletes
+    changed in the window (their pre-images are read from them); deleted rows (at most)."""
+    if not tables:
+        return 0, 0, 0
     meta = quote(f"__ducklake_metadata_{catalog}")
     old, new = window
-    ids = ", ".join(str(i) for i in sorted(changed)) or "NULL"
+    ids = ", ".join(str(i) for i in sorted(tables))
     row = con.execute(
         f"SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file "
         f"WHERE table_id IN ({ids}) AND begin_snapshot > ? AND begin_snapshot <= ?",
         [old, new],
     ).fetchone()
     inserted = int(row[0]) if row else 0
+    # DuckLake extends one delete file per data file across snapshots (``partial_max``)
     row = con.execute(
         "SELECT coalesce(sum(f.record_count), 0), coalesce(sum(d.delete_count), 0) "
         f"FROM {meta}.ducklake_delete_file AS d JOIN {meta}.ducklake_data_file AS f "
@@ -86,22 +155,18 @@ def estimate(
         "AND (d.end_snapshot IS NULL OR d.end_snapshot > ?)",
         [new, old, new],
     ).fetchone()
-    pre_image_files, deleted = (int(row[0]), int(row[1])) if row else (0, 0)
-    inputs_rows = _record_counts(con, meta, inputs)
-    model_rows = _record_counts(con, meta, {model} if model is not None else set())
-    changed_rows = inserted + deleted
-    return Estimate(
-        changed_rows,
-        inserted + pre_image_files + CHANGE_WEIGHT * changed_rows,
-        inputs_rows + OUTPUT_WEIGHT * model_rows,
-    )
+    pre_images, deleted = (int(row[0]), int(row[1])) if row else (0, 0)
+    return inserted, pre_images, deleted
 
 
-def _record_counts(con: duckdb.DuckDBPyConnection, meta: str, tables: set[int]) -> int:
+def _record_counts(
+    con: duckdb.DuckDBPyConnection, catalog: str, tables: set[int]
+) -> dict[int, int]:
     if not tables:
-        return 0
-    row = con.execute(
-        f"SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_table_stats "
+        return {}
+    meta = quote(f"__ducklake_metadata_{catalog}")
+    found = con.execute(
+        f"SELECT table_id, record_count FROM {meta}.ducklake_table_stats "
         f"WHERE table_id IN ({', '.join(str(i) for i in sorted(tables))})"
-    ).fetchone()
-    return int(row[0]) if row else 0
+    ).fetchall()
+    return {int(t): int(n or 0) for t, n in found}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -95,9 +96,14 @@ def current_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
     return int(row[0])
 
 
+def _meta(catalog: str) -> str:
+    """The attached metadata catalog of a DuckLake: indexed tables, cheap to filter."""
+    return quote(f"__ducklake_metadata_{catalog}")
+
+
 def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int) -> bool:
     row = con.execute(
-        f"SELECT count(*) FROM ducklake_snapshots({literal(catalog)}) WHERE snapshot_id = ?",
+        f"SELECT count(*) FROM {_meta(catalog)}.ducklake_snapshot WHERE snapshot_id = ?",
         [snapshot],
     ).fetchone()
     return bool(row and row[0])
@@ -105,19 +111,36 @@ def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int)
 
 def table_id(con: duckdb.DuckDBPyConnection, table: TableRef) -> int | None:
     """The current DuckLake id of a table: a new id means the table was recreated."""
-    meta = quote(f"__ducklake_metadata_{table.catalog}")
-    row = con.execute(
-        f"SELECT t.table_id FROM {meta}.ducklake_table AS t "
-        f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-        "WHERE s.schema_name = ? AND t.table_name = ? "
-        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
-        [table.schema, table.name],
-    ).fetchone()
-    return None if row is None else int(row[0])
+    return table_ids(con, [table])[table.key]
+
+
+def table_ids(con: duckdb.DuckDBPyConnection, tables: list[TableRef]) -> dict[str, int | None]:
+    """The current ids of several tables, one metadata query per catalog."""
+    found: dict[str, int | None] = {t.key: None for t in tables}
+    for catalog in sorted({t.catalog for t in tables}):
+        wanted = {(t.schema, t.name): t.key for t in tables if t.catalog == catalog}
+        schemas = sorted({schema for schema, _ in wanted})
+        marks = ", ".join("?" for _ in schemas)
+        meta = _meta(catalog)
+        rows = con.execute(
+            f"SELECT s.schema_name, t.table_name, t.table_id FROM {meta}.ducklake_table AS t "
+            f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+            f"WHERE s.schema_name IN ({marks}) "
+            "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
+            schemas,
+        ).fetchall()
+        for schema, name, tid in rows:
+            if (schema, name) in wanted:
+                found[wanted[(schema, name)]] = int(tid)
+    return found
 
 
 #: snapshot change kinds after which a table's change feed cannot be trusted
-BREAKING_CHANGES = frozenset({"tables_altered", "tables_dropped"})
+BREAKING_CHANGES = {"altered_table": "altered", "dropped_table": "dropped"}
+
+#: one ``kind:table_id`` entry of ``ducklake_snapshot_changes.changes_made``; entries naming
+#: tables or schemas carry quoted names instead, which this never mistakes for an id
+_TABLE_CHANGE = re.compile(r"(?:^|,)([a-z_]+):(\d+)(?=,|$)")
 
 
 @dataclass(frozen=True)
@@ -133,22 +156,21 @@ def feed_status(
 ) -> FeedStatus:
     """Which of ``table_ids`` had data changes, or schema changes, in ``(after, upto]``."""
     rows = con.execute(
-        f"SELECT snapshot_id, changes FROM ducklake_snapshots({literal(catalog)}) "
-        "WHERE snapshot_id > ? AND snapshot_id <= ?",
+        f"SELECT snapshot_id, changes_made FROM {_meta(catalog)}.ducklake_snapshot_changes "
+        "WHERE snapshot_id > ? AND snapshot_id <= ? ORDER BY snapshot_id",
         [after, upto],
     ).fetchall()
     changed: set[int] = set()
     broken: dict[int, str] = {}
     for snapshot_id, changes in rows:
-        for kind, values in (changes or {}).items():
-            ids = {int(v) for v in values or [] if str(v).isdigit()}
-            for tid in ids & table_ids:
-                if kind in BREAKING_CHANGES:
-                    broken.setdefault(
-                        tid, f"{kind.replace('tables_', '')} in snapshot {snapshot_id}"
-                    )
-                else:
-                    changed.add(tid)
+        for kind, value in _TABLE_CHANGE.findall(changes or ""):
+            tid = int(value)
+            if tid not in table_ids:
+                continue
+            if kind in BREAKING_CHANGES:
+                broken.setdefault(tid, f"{BREAKING_CHANGES[kind]} in snapshot {snapshot_id}")
+            else:
+                changed.add(tid)
     return FeedStatus(frozenset(changed), broken)
 
 

@@ -24,6 +24,7 @@ from .lake import (
     is_ducklake,
     snapshot_exists,
     table_id,
+    table_ids,
     transaction,
 )
 from .operators.base import TableRef, literal, quote
@@ -194,7 +195,7 @@ def _run(
     con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool, rebuild_above: float | None
 ) -> RunResult:
     pinned = {catalog: current_snapshot(con, catalog) for catalog in plan.catalogs}
-    ids = {source.key: table_id(con, source) for source in plan.sources}
+    ids = table_ids(con, [*plan.sources])
     previous = {c.source: c for c in cursors.read(con, plan.target)}
     strategy, reason, changed = _decide(con, plan, pinned, ids, previous, full_refresh)
     if strategy == "incremental" and rebuild_above is not None:
@@ -286,28 +287,16 @@ def _maintain_or_rebuild(
     rebuild_above: float,
 ) -> tuple[str, str]:
     """Rebuild when maintaining this window would cost more than rebuilding (``decide``)."""
-    changed_rows = maintain_rows = rebuild_rows = 0
-    model_id = table_id(con, plan.target) if plan.target.catalog in plan.catalogs else None
+    windows = {}
     for catalog in plan.catalogs:
-        sources = [s for s in plan.sources if s.catalog == catalog]
-        window = (previous[sources[0].key].snapshot_id, pinned[catalog])
-        found = decide.estimate(
-            con,
-            catalog,
-            window,
-            {tid for s in sources if s.key in changed and (tid := ids[s.key]) is not None},
-            {tid for s in sources if (tid := ids[s.key]) is not None},
-            model_id if catalog == plan.target.catalog else None,
-        )
-        changed_rows += found.changed_rows
-        maintain_rows += found.maintain_rows
-        rebuild_rows += found.rebuild_rows
-    total = decide.Estimate(changed_rows, maintain_rows, rebuild_rows)
-    if total.rebuild_is_cheaper(rebuild_above):
+        first = next(s for s in plan.sources if s.catalog == catalog)
+        windows[catalog] = (previous[first.key].snapshot_id, pinned[catalog])
+    found = decide.estimate(con, plan, windows, changed, ids)
+    if found.rebuild_is_cheaper(rebuild_above):
         return "rebuild", (
-            f"cheaper than maintenance: {total.describe()} (rebuild above {rebuild_above:.0%})"
+            f"cheaper than maintenance: {found.describe()} (rebuild above {rebuild_above:.0%})"
         )
-    return "incremental", f"{reason}; {total.describe()}"
+    return "incremental", f"{reason}; {found.describe()}"
 
 
 def _table_exists(con: duckdb.DuckDBPyConnection, table: TableRef) -> bool:

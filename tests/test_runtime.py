@@ -145,7 +145,7 @@ def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000, 100050) AS r(i)")
     small = m.refresh(rebuild_above=1.0)
     assert small.strategy == "incremental"
-    assert "~50 rows changed" in small.reason, small.reason
+    assert "up to 50 rows changed" in small.reason, small.reason
 
     # deletes scattered through the big file: its pre-images cost a read of the whole file
     lake.execute("DELETE FROM big WHERE v % 7 = 0")
