@@ -25,9 +25,11 @@ demo: setup
 demo-core: setup
 	$(UV) run --frozen python -m dbt_duckstream.demo
 
-# TPC-H SF1: maintenance against a full rebuild per view and change ratio; report in docs/benchmark
+# TPC-H SF1: maintenance against a full rebuild per view and change ratio, for mixed batches
+# (RF1, RF2, updates) and append-only ones; reports and plots in docs/benchmark
 bench: setup
-	$(UV) run --frozen python -m benchmarks.tpch $(BENCH_ARGS)
+	$(UV) run --frozen python -m benchmarks.tpch --out docs/benchmark $(BENCH_ARGS)
+	$(UV) run --frozen python -m benchmarks.tpch --mix append --out docs/benchmark/append $(BENCH_ARGS)
 
 lint: setup
 	$(UV) run --frozen ruff check .

@@ -8,7 +8,8 @@ A batch at change ratio ``r`` touches about ``r`` of lineitem's rows, in three s
 * updates: ``l_discount`` of sampled lineitem rows (the last third) and ``o_orderstatus`` of as
   many orders as RF1 adds.
 
-Samples are seeded, so a run is repeatable.
+An ``append`` batch is RF1 alone, all of its touched rows new lineitems: the shape of fact
+tables that pipelines only ever append to. Samples are seeded, so a run is repeatable.
 """
 
 from __future__ import annotations
@@ -42,27 +43,36 @@ class Batch:
 
     ratio: float
     lineitems: int  # lineitem rows touched, all kinds together
+    mix: str = "mixed"  # "mixed": RF1, RF2 and updates; "append": RF1 only
 
     @property
     def orders(self) -> int:
         """Orders added by RF1, and as many deleted by RF2 and updated."""
-        return max(1, self.lineitems // (3 * LINES_PER_ORDER))
+        parts = 1 if self.mix == "append" else 3
+        return max(1, self.lineitems // (parts * LINES_PER_ORDER))
 
     @property
     def discounts(self) -> int:
         return max(1, self.lineitems // 3)
 
 
-def batch_for(con: duckdb.DuckDBPyConnection, schema: str, ratio: float) -> Batch:
+MIXES = ("mixed", "append")
+
+
+def batch_for(
+    con: duckdb.DuckDBPyConnection, schema: str, ratio: float, mix: str = "mixed"
+) -> Batch:
     row = con.execute(f"SELECT count(*) FROM {schema}.lineitem").fetchone()
     assert row is not None
-    return Batch(ratio, max(3, round(int(row[0]) * ratio)))
+    return Batch(ratio, max(3, round(int(row[0]) * ratio)), mix)
 
 
 def apply_batch(con: duckdb.DuckDBPyConnection, schema: str, batch: Batch, seed: int) -> None:
-    """RF1, RF2 and the updates, one snapshot each."""
+    """RF1, RF2 and the updates, one snapshot each (RF1 alone for an ``append`` batch)."""
     with transaction(con):
         _rf1(con, schema, batch.orders, seed)
+    if batch.mix == "append":
+        return
     with transaction(con):
         _rf2(con, schema, batch.orders, seed + 1)
     with transaction(con):

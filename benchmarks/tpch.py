@@ -1,6 +1,7 @@
 """The TPC-H benchmark: incremental maintenance against a full rebuild, per view and change ratio.
 
     python -m benchmarks.tpch [--scale 1] [--ratios 0.0001,0.001,0.01,0.1] [--repetitions 3]
+                              [--mix mixed|append]
 
 For every ratio and repetition a refresh batch lands (``refresh.apply_batch``); then, for each
 view, side by side in this process: the maintenance run (``refresh``), the check that the view
@@ -32,7 +33,7 @@ from dbt_duckstream.operators.base import Operator, literal, quote
 
 from . import report
 from .queries import VIEWS
-from .refresh import apply_batch, batch_for, generate
+from .refresh import MIXES, apply_batch, batch_for, generate
 
 SOURCES = "tpch"
 MODELS = "views"
@@ -98,7 +99,12 @@ class ViewCosts:
 
 
 def run(
-    directory: Path, scale: float, ratios: list[float], repetitions: int, views: list[str]
+    directory: Path,
+    scale: float,
+    ratios: list[float],
+    repetitions: int,
+    views: list[str],
+    mix: str = "mixed",
 ) -> tuple[list[Sample], list[ViewCosts]]:
     con = duckdb.connect()
     attach_lake(con, str(directory / "lake.ducklake"), data_path=str(directory / "data"))
@@ -120,7 +126,7 @@ def run(
     samples: list[Sample] = []
     for ratio in ratios:
         for repetition in range(repetitions):
-            batch = batch_for(con, f"lake.{SOURCES}", ratio)
+            batch = batch_for(con, f"lake.{SOURCES}", ratio, mix)
             seed = int(ratio * 1e6) * 10 + repetition
             apply_batch(con, f"lake.{SOURCES}", batch, seed)
             for name in views:
@@ -187,6 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ratios", default="0.0001,0.001,0.01,0.1")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--views", default=",".join(VIEWS))
+    parser.add_argument("--mix", choices=MIXES, default="mixed")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmark"))
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -196,13 +203,15 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         sys.exit(f"unknown views {unknown}; choose from {sorted(VIEWS)}")
     with tempfile.TemporaryDirectory(dir=args.workdir, prefix="tpch-") as directory:
-        samples, costs = run(Path(directory), args.scale, ratios, args.repetitions, views)
+        samples, costs = run(Path(directory), args.scale, ratios, args.repetitions, views, args.mix)
     table = medians(samples)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "samples.json").write_text(json.dumps([asdict(s) for s in samples], indent=1))
-    markdown = report.markdown(table, costs, scale=args.scale, repetitions=args.repetitions)
+    markdown = report.markdown(
+        table, costs, scale=args.scale, repetitions=args.repetitions, mix=args.mix
+    )
     (args.out / "tpch.md").write_text(markdown)
-    report.plot(table, args.out / "tpch.png", scale=args.scale)
+    report.plot(table, args.out / "tpch.png", scale=args.scale, mix=args.mix)
     print(markdown)
 
 

@@ -134,8 +134,7 @@ def refresh(
     instead (see ``decide``); None always maintains.
     """
     started = time.perf_counter()
-    with feed_safe_optimizers(con):
-        result = _transaction(con, plan, full_refresh, rebuild_above)
+    result = _transaction(con, plan, full_refresh, rebuild_above)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -307,8 +306,9 @@ def _maintain(con, plan: IVMPlan, snapshots, changed, result: RunResult) -> None
     maintenance = plan.maintenance(snapshots, changed)
     if maintenance is None:
         return
-    for statement in maintenance.build:
-        con.execute(statement)
+    with feed_safe_optimizers(con):  # only feed reads need them off; rebuilds keep them
+        for statement in maintenance.build:
+            con.execute(statement)
     row = con.execute(
         "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
         f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {plan.delta_table}"
