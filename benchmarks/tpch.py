@@ -168,30 +168,6 @@ def run(
     return samples, costs
 
 
-def medians(samples: list[Sample]) -> list[dict]:
-    """Per view and ratio: median maintain, rebuild and floor times, and the speed-up."""
-    groups: dict[tuple[str, float], list[Sample]] = {}
-    for s in samples:
-        groups.setdefault((s.view, s.ratio), []).append(s)
-    rows = []
-    for (view, ratio), group in groups.items():
-        maintain = statistics.median(s.maintain_s for s in group)
-        rebuild = statistics.median(s.rebuild_s for s in group)
-        rows.append(
-            {
-                "view": view,
-                "ratio": ratio,
-                "maintain_ms": maintain * 1000,
-                "rebuild_ms": rebuild * 1000,
-                "floor_ms": statistics.median(s.floor_s for s in group) * 1000,
-                "speedup": rebuild / maintain,
-                "strategies": sorted({s.strategy for s in group}),
-                "batch_rows": statistics.median(s.batch_rows for s in group),
-            }
-        )
-    return rows
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tpch", description=__doc__)
     parser.add_argument("--scale", type=float, default=1.0)
@@ -209,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"unknown views {unknown}; choose from {sorted(VIEWS)}")
     with tempfile.TemporaryDirectory(dir=args.workdir, prefix="tpch-") as directory:
         samples, costs = run(Path(directory), args.scale, ratios, args.repetitions, views, args.mix)
-    table = medians(samples)
+    table = report.medians([asdict(s) for s in samples])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "samples.json").write_text(json.dumps([asdict(s) for s in samples], indent=1))
     markdown = report.markdown(
