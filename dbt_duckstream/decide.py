@@ -28,7 +28,6 @@ from dataclasses import dataclass
 import duckdb
 
 from .compiler import IVMPlan
-from .lake import table_id
 from .operators import Aggregate, Join, Operator
 from .operators.base import quote
 
@@ -71,12 +70,17 @@ def estimate(
     changed: frozenset[str],
     ids: dict[str, int | None],
 ) -> Estimate:
-    """The estimate for a window in which the sources ``changed`` (keys) changed."""
+    """The estimate for a window in which the sources ``changed`` (keys) changed; ``ids``
+    holds the table ids of the sources and of the model."""
     rows: dict[str, int] = {}
     feed_rows = inserted_rows = deleted_rows = 0
     for catalog, window in windows.items():
-        sources = [s for s in plan.sources if s.catalog == catalog]
-        known = {s.key: tid for s in sources if (tid := ids[s.key]) is not None}
+        tables = [*plan.sources, plan.target]
+        known = {
+            t.key: tid
+            for t in tables
+            if t.catalog == catalog and (tid := ids.get(t.key)) is not None
+        }
         counts = _record_counts(con, catalog, set(known.values()))
         rows |= {key: counts.get(tid, 0) for key, tid in known.items()}
         touched = {tid for key, tid in known.items() if key in changed}
@@ -84,11 +88,7 @@ def estimate(
         feed_rows += inserted + pre_images
         inserted_rows += inserted
         deleted_rows += deleted
-    model_rows = 0
-    if plan.target.catalog in windows:
-        model = table_id(con, plan.target)
-        if model is not None:
-            model_rows = _record_counts(con, plan.target.catalog, {model}).get(model, 0)
+    model_rows = rows.pop(plan.target.key, 0)
     return Estimate(
         inserted_rows + deleted_rows,
         feed_rows

@@ -194,7 +194,7 @@ def _run(
     con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool, rebuild_above: float | None
 ) -> RunResult:
     pinned = {catalog: current_snapshot(con, catalog) for catalog in plan.catalogs}
-    ids = table_ids(con, [*plan.sources])
+    ids = table_ids(con, [*plan.sources, plan.target])
     previous = {c.source: c for c in cursors.read(con, plan.target)}
     strategy, reason, changed = _decide(con, plan, pinned, ids, previous, full_refresh)
     if strategy == "incremental" and rebuild_above is not None:
@@ -242,7 +242,7 @@ def _decide(
     full_refresh: bool,
 ) -> tuple[str, str, frozenset[str]]:
     nothing: frozenset[str] = frozenset()
-    if not previous or not _table_exists(con, plan.target):
+    if not previous or ids[plan.target.key] is None:
         return "initial", "first run", nothing
     if full_refresh:
         return "rebuild", "full refresh requested", nothing
@@ -296,10 +296,6 @@ def _maintain_or_rebuild(
             f"cheaper than maintenance: {found.describe()} (rebuild above {rebuild_above:.0%})"
         )
     return "incremental", f"{reason}; {found.describe()}"
-
-
-def _table_exists(con: duckdb.DuckDBPyConnection, table: TableRef) -> bool:
-    return table_id(con, table) is not None
 
 
 def _maintain(con, plan: IVMPlan, snapshots, changed, result: RunResult) -> None:
