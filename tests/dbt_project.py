@@ -6,43 +6,22 @@ file that one process at a time may hold, and the tests change the sources betwe
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from dbt_duckstream import load_ducklake
+from dbt_duckstream.dbt_process import Invocation, dbt_environment, run_dbt
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 INTEGRATION_PROJECT = REPOSITORY / "integration_tests"
 BIN = Path(sys.executable).parent
-
-
-@dataclass
-class Invocation:
-    """One dbt command: its exit code, its console output, and its run results."""
-
-    returncode: int
-    output: str
-    results: dict[str, dict]
-
-    def response(self, model: str) -> dict:
-        return self.results[f"model.integration_tests.{model}"]["adapter_response"]
-
-    def strategies(self) -> dict[str, str]:
-        return {
-            uid.split(".")[-1]: r["adapter_response"].get("code", "")
-            for uid, r in self.results.items()
-            if uid.startswith("model.")
-        }
 
 
 class Project:
@@ -69,31 +48,11 @@ class Project:
             )
         )
         self.lake.mkdir(exist_ok=True)
-        self.env = {
-            **os.environ,
-            "DUCKSTREAM_LAKE": str(self.lake),
-            "DBT_PROFILES_DIR": str(directory),
-            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-            "DO_NOT_TRACK": "1",
-        }
+        self.env = dbt_environment(self.lake, directory)
 
     def dbt(self, *args: str, check: bool = True) -> Invocation:
-        run_results = self.directory / "target" / "run_results.json"
-        run_results.unlink(missing_ok=True)
-        done = subprocess.run(
-            [str(BIN / "dbt"), "--no-use-colors", *args],
-            cwd=self.directory,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        results: dict[str, dict] = {}
-        if run_results.exists():
-            for result in json.loads(run_results.read_text())["results"]:
-                results[result["unique_id"]] = result
-        invocation = Invocation(done.returncode, done.stdout + done.stderr, results)
-        if check and done.returncode != 0:
+        invocation = run_dbt(*args, project_dir=self.directory, env=self.env)
+        if check and invocation.returncode != 0:
             raise AssertionError(f"dbt {' '.join(args)} failed:\n{invocation.output}")
         return invocation
 

@@ -12,11 +12,7 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +20,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..dbt_process import dbt_environment, run_dbt
 from .session import spark_session
 
 PROJECT = Path(__file__).resolve().parents[2] / "integration_tests"
@@ -48,12 +45,7 @@ class Demo:
             "catalog": str(self.lake_dir / "lake.ducklake"),
             "data_path": str(self.lake_dir / "data"),
         }
-        self.env = {
-            **os.environ,
-            "DUCKSTREAM_LAKE": str(self.lake_dir),
-            "DBT_PROFILES_DIR": str(PROJECT),
-            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-        }
+        self.env = dbt_environment(self.lake_dir, PROJECT)
         self.figures: dict[str, ModelFigures] = {}
         self.tests_passed = True
 
@@ -61,18 +53,17 @@ class Demo:
         df.write.format("ducklake").options(**self.lake, table=table, **options).mode(mode).save()
 
     def dbt(self, *args: str) -> dict[str, dict]:
-        target = self.workdir / "target"
-        command = [str(Path(sys.executable).parent / "dbt"), "--no-use-colors", *args]
-        if args[0] != "deps":
-            command += ["--target-path", str(target), "--log-path", str(self.workdir / "logs")]
-        done = subprocess.run(command, cwd=PROJECT, env=self.env, capture_output=True, text=True)
-        results = {}
-        if (target / "run_results.json").exists():
-            for r in json.loads((target / "run_results.json").read_text())["results"]:
-                results[r["unique_id"].split(".")[-1]] = r
+        """Run dbt on the integration project; its run results by model name."""
+        done = run_dbt(
+            *args,
+            project_dir=PROJECT,
+            env=self.env,
+            target_path=self.workdir / "target",
+            log_path=self.workdir / "logs",
+        )
         if done.returncode != 0 and args[0] != "test":
-            raise SystemExit(f"dbt {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
-        return results
+            raise SystemExit(f"dbt {' '.join(args)} failed:\n{done.output}")
+        return done.by_name()
 
     def generate(self, spark: SparkSession) -> None:
         n, c = self.orders, self.customers
