@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import duckdb
 
 from .compiler import IVMPlan
+from .lake import metadata_catalog
 from .operators import Aggregate, Join, Operator
-from .operators.base import quote
 
 #: rebuild when the estimated maintenance work exceeds this share of a rebuild's
 REBUILD_ABOVE = 1.0
@@ -74,8 +74,8 @@ def estimate(
     holds the table ids of the sources and of the model."""
     rows: dict[str, int] = {}
     feed_rows = inserted_rows = deleted_rows = 0
+    tables = [*plan.sources, plan.target]
     for catalog, window in windows.items():
-        tables = [*plan.sources, plan.target]
         known = {
             t.key: tid
             for t in tables
@@ -142,7 +142,7 @@ def _window_files(
     changed in the window (their pre-images are read from them); deleted rows (at most)."""
     if not tables:
         return 0, 0, 0
-    meta = quote(f"__ducklake_metadata_{catalog}")
+    meta = metadata_catalog(catalog)
     old, new = window
     ids = ", ".join(str(i) for i in sorted(tables))
     row = con.execute(
@@ -170,7 +170,7 @@ def _record_counts(
 ) -> dict[int, int]:
     if not tables:
         return {}
-    meta = quote(f"__ducklake_metadata_{catalog}")
+    meta = metadata_catalog(catalog)
     found = con.execute(
         f"SELECT table_id, record_count FROM {meta}.ducklake_table_stats "
         f"WHERE table_id IN ({', '.join(str(i) for i in sorted(tables))})"

@@ -96,14 +96,14 @@ def current_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
     return int(row[0])
 
 
-def _meta(catalog: str) -> str:
+def metadata_catalog(catalog: str) -> str:
     """The attached metadata catalog of a DuckLake: indexed tables, cheap to filter."""
     return quote(f"__ducklake_metadata_{catalog}")
 
 
 def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int) -> bool:
     row = con.execute(
-        f"SELECT count(*) FROM {_meta(catalog)}.ducklake_snapshot WHERE snapshot_id = ?",
+        f"SELECT count(*) FROM {metadata_catalog(catalog)}.ducklake_snapshot WHERE snapshot_id = ?",
         [snapshot],
     ).fetchone()
     return bool(row and row[0])
@@ -121,7 +121,7 @@ def table_ids(con: duckdb.DuckDBPyConnection, tables: list[TableRef]) -> dict[st
         wanted = {(t.schema, t.name): t.key for t in tables if t.catalog == catalog}
         schemas = sorted({schema for schema, _ in wanted})
         marks = ", ".join("?" for _ in schemas)
-        meta = _meta(catalog)
+        meta = metadata_catalog(catalog)
         rows = con.execute(
             f"SELECT s.schema_name, t.table_name, t.table_id FROM {meta}.ducklake_table AS t "
             f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
@@ -155,8 +155,9 @@ def feed_status(
     con: duckdb.DuckDBPyConnection, catalog: str, after: int, upto: int, table_ids: set[int]
 ) -> FeedStatus:
     """Which of ``table_ids`` had data changes, or schema changes, in ``(after, upto]``."""
+    meta = metadata_catalog(catalog)
     rows = con.execute(
-        f"SELECT snapshot_id, changes_made FROM {_meta(catalog)}.ducklake_snapshot_changes "
+        f"SELECT snapshot_id, changes_made FROM {meta}.ducklake_snapshot_changes "
         "WHERE snapshot_id > ? AND snapshot_id <= ? ORDER BY snapshot_id",
         [after, upto],
     ).fetchall()
@@ -182,7 +183,7 @@ STATISTICS_OPTIMIZERS = ("compressed_materialization", "statistics_propagation")
 
 @contextmanager
 def feed_safe_optimizers(con: duckdb.DuckDBPyConnection) -> Generator[None]:
-    """Disable statistics-driven optimizers for the duration of a run, then restore them."""
+    """Disable statistics-driven optimizers while the block reads the feed, then restore them."""
     row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
     previous = str(row[0]) if row and row[0] else ""
     wanted = [o for o in previous.split(",") if o.strip()]

@@ -197,12 +197,12 @@ def _run(
     ids = table_ids(con, [*plan.sources, plan.target])
     previous = {c.source: c for c in cursors.read(con, plan.target)}
     strategy, reason, changed = _decide(con, plan, pinned, ids, previous, full_refresh)
-    if strategy == "incremental" and rebuild_above is not None:
-        strategy, reason = _maintain_or_rebuild(
-            con, plan, pinned, ids, previous, changed, reason, rebuild_above
-        )
     old = {c.catalog: c.snapshot_id for c in previous.values()}
     snapshots = {cat: (old.get(cat, pinned[cat]), pinned[cat]) for cat in plan.catalogs}
+    if strategy == "incremental" and rebuild_above is not None:
+        strategy, reason = _maintain_or_rebuild(
+            con, plan, snapshots, ids, changed, reason, rebuild_above
+        )
     result = RunResult(plan.target.key, strategy, reason, snapshots)
     if strategy == "unchanged":
         return result
@@ -278,19 +278,14 @@ def _decide(
 def _maintain_or_rebuild(
     con: duckdb.DuckDBPyConnection,
     plan: IVMPlan,
-    pinned: dict[str, int],
+    snapshots: dict[str, tuple[int, int]],
     ids: dict[str, int | None],
-    previous: dict[str, cursors.Cursor],
     changed: frozenset[str],
     reason: str,
     rebuild_above: float,
 ) -> tuple[str, str]:
     """Rebuild when maintaining this window would cost more than rebuilding (``decide``)."""
-    windows = {}
-    for catalog in plan.catalogs:
-        first = next(s for s in plan.sources if s.catalog == catalog)
-        windows[catalog] = (previous[first.key].snapshot_id, pinned[catalog])
-    found = decide.estimate(con, plan, windows, changed, ids)
+    found = decide.estimate(con, plan, snapshots, changed, ids)
     if found.rebuild_is_cheaper(rebuild_above):
         return "rebuild", (
             f"cheaper than maintenance: {found.describe()} (rebuild above {rebuild_above:.0%})"
