@@ -1,19 +1,6 @@
-"""The dbt-duckdb plugin: ``plugins: [{module: dbt_duckstream.plugin}]`` in a profile.
+"""The dbt-duckdb plugin, under the name profiles give it:
+``plugins: [{module: dbt_duckstream.plugin}]`` (see ``bridge.plugin``)."""
 
-dbt-duckdb calls ``configure_connection`` before it attaches the profile's databases, so
-DuckLake is loaded from its wheel first and a ``ducklake:`` attachment never downloads anything.
-"""
+from .bridge.plugin import Plugin
 
-from __future__ import annotations
-
-from dbt.adapters.duckdb.plugins import BasePlugin
-from duckdb import DuckDBPyConnection
-
-from . import bridge
-from .lake import load_ducklake
-
-
-class Plugin(BasePlugin):
-    def configure_connection(self, conn: DuckDBPyConnection) -> None:
-        load_ducklake(conn)
-        bridge.register(conn)
+__all__ = ["Plugin"]
