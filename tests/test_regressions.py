@@ -6,6 +6,9 @@
 2. The change feed reports wrong values when one transaction touches a file-backed row twice
    (duckdb/ducklake#1387): overlapping UPDATEs or MERGEs double the change, UPDATE then DELETE
    brings deleted rows back.
+3. ``ducklake_rewrite_data_files`` reports as deleted the rows of a file whose update was
+   inlined before, while the same row versions live on (same rowids, same ``snapshot_id``):
+   a scan retracted them and never asserted them back.
 """
 
 from __future__ import annotations
@@ -90,3 +93,18 @@ def test_rows_touched_twice_in_one_transaction(lake, history):
     for model in (rows, sums):
         assert model.refresh().strategy == "incremental"
         model.assert_consistent()
+
+
+def test_rows_a_rewrite_reports_deleted_but_keeps_are_not_retracted(lake):
+    lake.execute("CREATE TABLE t (id INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO t VALUES (NULL, 1), (NULL, 2), (NULL, 3)")
+    model = Model(lake, "rewritten", "SELECT id, v FROM t")
+    model.refresh()
+    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    lake.execute("UPDATE t SET id = 0 WHERE id IS NULL")  # inlined over the flushed file
+    assert model.refresh().strategy == "incremental"
+    lake.execute("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)")
+    lake.execute("INSERT INTO t VALUES (5, 5)")
+    assert model.refresh().strategy == "incremental"
+    assert lake.execute("SELECT count(*) FROM rewritten").fetchone() == (4,)
+    model.assert_consistent()

@@ -4,6 +4,9 @@
     delta: SELECT k, v, SUM(m) AS _ivm_m FROM (
              SELECT k, v, +1 AS m FROM t AT (VERSION => new) WHERE snapshot_id > old
              UNION ALL
+             SELECT k, v, +1 AS m FROM t AT (VERSION => new)
+             WHERE snapshot_id <= old AND rowid IN (<the deleted rowids below>)
+             UNION ALL
              SELECT k, v, -1 AS m FROM t AT (VERSION => old)
              WHERE rowid IN (SELECT rowid FROM ducklake_table_deletions(..., old + 1, new))
            ) GROUP BY ALL HAVING SUM(m) <> 0
@@ -12,9 +15,14 @@ The table at ``new`` is the table at ``old``, minus the row versions that ended 
 (deleted, or replaced by an update), plus those that began in it. DuckLake's virtual column
 ``snapshot_id`` names the snapshot that wrote a row version, so the versions that began are a
 pruned read of the new snapshot; the versions that ended are the old snapshot's rows whose
-rowids the change feed reports as deleted. Only rowids are taken from the feed: its values are
-wrong when one transaction touches a file-backed row twice (duckdb/ducklake#1387), while its
-rowids and every time-travel read are right. Netting the two bags per distinct row makes
+rowids the change feed reports as deleted. ``ducklake_rewrite_data_files`` also reports as
+deleted the rows of a file it rewrites whose update was inlined before, while the same row
+version lives on (same rowid, same ``snapshot_id``): the new snapshot's rows that began
+before the window under a rowid reported deleted are asserted back, so they cancel.
+
+Only rowids are taken from the feed: its values are wrong when one transaction touches a
+file-backed row twice (duckdb/ducklake#1387), while its rowids and every time-travel read are
+right. Netting the two bags per distinct row makes
 identical rewrites (compaction, ``rewrite_data_files``) cancel.
 
 The feed's rowids are materialized and read unfiltered: filters pushed into DuckLake's feed
@@ -89,17 +97,23 @@ class Scan(Operator):
 
     def render_delta(self, ctx: RenderContext) -> str | None:
         old, new = ctx.snapshots[self.table.catalog]
+        ended = f"rowid IN (SELECT rowid FROM {self._feed_rowids(ctx, 'deletions')})"
         if self.hides_snapshot_id:
             began = f"rowid IN (SELECT rowid FROM {self._feed_rowids(ctx, 'insertions')})"
+            began = f"({began} OR {ended})"
+            kept = ""
         else:
             began = f"snapshot_id > {old}"
-        ended = f"rowid IN (SELECT rowid FROM {self._feed_rowids(ctx, 'deletions')})"
+            kept = f"snapshot_id <= {old} AND {ended}"
         select = self._select_list()
+        parts = [f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {began}"]
+        if kept:
+            parts.append(f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {kept}")
+        parts.append(f"  SELECT {select}, -1 AS _ivm_sign FROM {self._at(old)} WHERE {ended}")
+        union = "\n  UNION ALL\n".join(parts)
         return (
             f"SELECT {column_list(self.columns)}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
-            f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {began}\n"
-            f"  UNION ALL\n"
-            f"  SELECT {select}, -1 AS _ivm_sign FROM {self._at(old)} WHERE {ended}\n"
+            f"{union}\n"
             f") GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
         )
 
