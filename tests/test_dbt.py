@@ -146,18 +146,18 @@ def test_expired_snapshots_rebuild(project: Project) -> None:
 
 
 def test_unsupported_sql_fails_naming_the_construct(project: Project) -> None:
-    model = project.directory / "models" / "marts" / "customer_orders_left.sql"
+    model = project.directory / "models" / "marts" / "customer_orders_asof.sql"
     model.write_text(
         "{{ config(materialized='incremental_ivm') }}\n"
         "select c.id, o.id as order_id from {{ source('raw', 'customers') }} c\n"
-        "left join {{ source('raw', 'orders') }} o on o.customer_id = c.id\n"
+        "asof join {{ source('raw', 'orders') }} o on o.customer_id >= c.id\n"
     )
     try:
-        run = project.dbt("run", "-s", "customer_orders_left", check=False)
+        run = project.dbt("run", "-s", "customer_orders_asof", check=False)
     finally:
         model.unlink()
     assert run.returncode != 0
-    assert "LEFT OUTER JOIN" in run.output
+    assert "ASOF JOIN" in run.output
     assert "ivm_fallback='rebuild'" in run.output
 
 

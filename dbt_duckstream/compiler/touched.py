@@ -61,3 +61,25 @@ def key_scoped_delta(
     old = compute(restrict(child.state(ctx, "old"), keys, touched))
     new = compute(restrict(child.state(ctx, "new"), keys, touched))
     return f"SELECT *, -1 AS {MULT} FROM ({old})\nUNION ALL\nSELECT *, 1 AS {MULT} FROM ({new})"
+
+
+#: the columns ``flipped_rows`` adds: a row's verdict before and after the window
+BEFORE, AFTER = "_ivm_before", "_ivm_after"
+
+
+def flipped_rows(rows: str, alias: str, touched: str, before: str, after: str) -> str:
+    """Row-scoped: the rows of ``rows`` whose verdict over another relation changed.
+
+    Some operators give each row of one input a verdict over the rows of the other (has it a
+    match? is ``x IN (...)`` true?). Such a verdict can only change for the rows that match
+    a row of the other input's delta: ``touched`` selects them (a superset does no harm),
+    ``before`` and ``after`` give the verdict over the other input's old and new state, and
+    only the rows whose verdict differs are kept, with both verdicts in ``_ivm_before`` and
+    ``_ivm_after``. Each is a SQL expression over the row, named ``alias``.
+    """
+    return (
+        f"SELECT * FROM (\n"
+        f"  SELECT {alias}.*, {before} AS {BEFORE}, {after} AS {AFTER}\n"
+        f"  FROM {rows} AS {alias} WHERE {touched}\n"
+        f") WHERE {BEFORE} IS DISTINCT FROM {AFTER}"
+    )

@@ -12,8 +12,8 @@ rendered once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
@@ -21,8 +21,12 @@ from ..errors import UnsupportedSQLError
 from ..sql import TableRef
 from .operators import Aggregate, Filter, Join, JoinInput, Operator, Project, Scan
 from .operators.aggregate import agg_name, key_name
+from .operators.anti_join import anti_join
 from .operators.base import number
+from .operators.outer_join import full_join, left_join, right_join
 from .operators.scan import check_row_identity
+from .operators.semi_join import semi_join
+from .subqueries import Subqueries, has_subquery, new_counter, outside_subqueries, owner
 from .validate import check_aggregate, check_select
 
 #: source columns per table: catalog -> schema -> table -> column -> type
@@ -31,7 +35,13 @@ Schema = dict[str, dict[str, dict[str, dict[str, str]]]]
 #: builders of the joins that do not collapse into an N-ary inner join, by kind:
 #: ``builder(left, right, on)`` where ``left`` is everything to the join's left
 JoinBuilder = Callable[[JoinInput, JoinInput, "exp.Expr | None"], Operator]
-JOIN_KINDS: dict[str, JoinBuilder] = {}
+JOIN_KINDS: dict[str, JoinBuilder] = {
+    "LEFT OUTER JOIN": left_join,
+    "RIGHT OUTER JOIN": right_join,
+    "FULL OUTER JOIN": full_join,
+    "SEMI JOIN": semi_join,
+    "ANTI JOIN": anti_join,
+}
 
 
 def build_tree(qualified: exp.Expr, schema: Schema | None = None) -> Operator:
@@ -47,6 +57,8 @@ def build_tree(qualified: exp.Expr, schema: Schema | None = None) -> Operator:
 @dataclass
 class _Builder:
     schema: Schema
+    #: numbers the model's subqueries
+    counter: Iterator[int] = field(default_factory=new_counter)
 
     def query(self, node: exp.Expr, ctes: dict[str, Operator]) -> Operator:
         if isinstance(node, exp.Subquery):
@@ -66,26 +78,46 @@ class _Builder:
         return self.select(node, scope)
 
     def select(self, select: exp.Select, ctes: dict[str, Operator]) -> Operator:
-        select, semi_inputs, semi_conditions = self.semi_joins(select, ctes)
         check_select(select)
-        relation = self.from_clause(select, ctes, semi_inputs, semi_conditions)
+        subqueries = Subqueries(self, ctes, self.counter)
+        relation = self.from_clause(select, ctes)
         where = select.args.get("where")
         if where is not None:
-            relation = Filter(relation, _flatten(where.this))
+            relation = subqueries.where(relation, where.this, _flatten)
 
-        outputs = [(e.alias_or_name, _flatten(_unalias(e))) for e in select.expressions]
         having = select.args.get("having")
-        having_predicate = _flatten(having.this) if having is not None else None
         group = select.args.get("group")
         distinct = select.args.get("distinct") is not None
+        written = [_unalias(e) for e in select.expressions]
+        aggregated = (
+            distinct
+            or group is not None
+            or _has_aggregate(written, having.this if having is not None else None)
+        )
+        if group is not None and has_subquery(group):
+            raise UnsupportedSQLError("subquery in GROUP BY")
+        # subqueries join below the aggregate, except those outside aggregate calls above it
+        above = aggregated and not distinct
+        replaced = [subqueries.replace(e, above=above) for e in written]
+        relation = subqueries.attach(relation, _flatten, above=False)
+        outputs = [
+            (e.alias_or_name, _flatten(r))
+            for e, r in zip(select.expressions, replaced, strict=True)
+        ]
+        having_predicate = (
+            _flatten(subqueries.replace(having.this, above=True)) if having is not None else None
+        )
         expressions = [e for _, e in outputs]
         if distinct and (group is not None or _has_aggregate(expressions, None)):
             raise UnsupportedSQLError("SELECT DISTINCT with GROUP BY or aggregates")
-        if distinct or group is not None or _has_aggregate(expressions, having_predicate):
+        if aggregated:
             # SELECT DISTINCT is a GROUP BY of every selected expression
             keys = expressions if distinct else _group_keys(group, expressions)
             aggregates = _aggregate_calls(expressions, having_predicate)
             relation = Aggregate(relation, tuple(keys), tuple(aggregates))
+            relation = subqueries.attach(
+                relation, lambda e: _over_aggregate(_flatten(e), keys, aggregates), above=True
+            )
             outputs = [(name, _over_aggregate(e, keys, aggregates)) for name, e in outputs]
             if having_predicate is not None:
                 relation = Filter(relation, _over_aggregate(having_predicate, keys, aggregates))
@@ -94,24 +126,30 @@ class _Builder:
         names = _unique(n for n, _ in outputs)
         return Project(relation, tuple(zip(names, [e for _, e in outputs], strict=True)))
 
-    def from_clause(
-        self,
-        select: exp.Select,
-        ctes: dict[str, Operator],
-        semi_inputs: list[JoinInput],
-        semi_conditions: list[exp.Expr],
-    ) -> Operator:
+    def from_clause(self, select: exp.Select, ctes: dict[str, Operator]) -> Operator:
         """The FROM clause as a join tree: inner runs collapse, other kinds nest in order."""
         from_ = select.args.get("from_") or select.args.get("from")
         if from_ is None:
             raise UnsupportedSQLError("SELECT without FROM")
-        referenced = _referenced_columns(select, semi_conditions)
-        run = [self.input(from_.this, ctes, referenced)]
+        referenced = _referenced_columns(select)
+        return self.join_tree(from_.this, select.args.get("joins") or [], ctes, referenced)
+
+    def join_tree(
+        self,
+        first: exp.Expr,
+        joins: list[exp.Join],
+        ctes: dict[str, Operator],
+        referenced: dict[str, list[str]],
+    ) -> Operator:
+        run = [self.input(first, ctes, referenced)]
         conditions: list[exp.Expr] = []
-        for join in select.args.get("joins") or []:
+        for join in joins:
             kind = join_kind(join)
             right = self.input(join.this, ctes, referenced)
-            on = _flatten(join.args["on"]) if join.args.get("on") is not None else None
+            on = join.args.get("on")
+            if on is not None and has_subquery(on):
+                raise UnsupportedSQLError("subquery in a JOIN's ON condition")
+            on = _flatten(on) if on is not None else None
             if kind in ("INNER", "CROSS"):
                 run.append(right)
                 conditions += [on] if on is not None else []
@@ -121,48 +159,7 @@ class _Builder:
                 raise UnsupportedSQLError(kind)
             left = JoinInput(None, _inner_join(run, conditions))
             run, conditions = [JoinInput(None, builder(left, right, on))], []
-        return _inner_join(run + semi_inputs, conditions + [_flatten(c) for c in semi_conditions])
-
-    def semi_joins(
-        self, select: exp.Select, ctes: dict[str, Operator]
-    ) -> tuple[exp.Select, list[JoinInput], list[exp.Expr]]:
-        """``x IN (SELECT k ...)`` conjuncts of WHERE, as inner joins with the distinct ``k``.
-
-        In a WHERE conjunct, IN holds exactly when ``x`` equals one of the subquery's non-null
-        values, which is what a join with its distinct values computes (NULLs match nothing on
-        either side). NOT IN differs on NULLs and stays unsupported.
-        """
-        where = select.args.get("where")
-        if where is None:
-            return select, [], []
-        kept: list[exp.Expr] = []
-        inputs: list[JoinInput] = []
-        conditions: list[exp.Expr] = []
-        for conjunct in _conjuncts(where.this):
-            query = conjunct.args.get("query") if isinstance(conjunct, exp.In) else None
-            if query is None:
-                kept.append(conjunct)
-                continue
-            subquery = query.this if isinstance(query, exp.Subquery) else query
-            _check_uncorrelated(subquery)
-            inner = self.query(subquery, ctes)
-            if len(inner.columns) != 1:
-                raise UnsupportedSQLError(
-                    f"IN subquery selecting {len(inner.columns)} columns", "select one column"
-                )
-            distinct = Aggregate(inner, (_plain_column(inner.columns[0]),), ())
-            alias = f"_ivm_in{len(inputs) + 1}"
-            name = inner.columns[0]
-            values = Project(distinct, ((name, _plain_column(key_name(0))),))
-            inputs.append(JoinInput(alias, values))
-            conditions.append(
-                exp.EQ(this=conjunct.this.copy(), expression=exp.column(name, alias, quoted=True))
-            )
-        if not inputs:
-            return select, [], []
-        rewritten = select.copy()
-        rewritten.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
-        return rewritten, inputs, conditions
+        return _inner_join(run, conditions)
 
     def input(
         self, item: exp.Expr, ctes: dict[str, Operator], referenced: dict[str, list[str]]
@@ -175,6 +172,12 @@ class _Builder:
                 return JoinInput(alias, ctes[item.name])
             table = TableRef(item.catalog, item.db, item.name)
             return JoinInput(alias, self.scan(table, tuple(referenced.get(alias, []))))
+        if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Table):
+            # a parenthesized join, ``a LEFT JOIN (b JOIN c ON ...) ON ...``: its columns keep
+            # their tables' names
+            nested = item.this
+            tree = self.join_tree(nested, nested.args.get("joins") or [], ctes, referenced)
+            return JoinInput(None, tree)
         if isinstance(item, exp.Subquery):
             return JoinInput(item.alias, self.query(item.this, ctes))
         if isinstance(item, exp.Lateral):
@@ -215,37 +218,17 @@ def join_kind(join: exp.Join) -> str:
     return f"{kind} JOIN"
 
 
-def _conjuncts(predicate: exp.Expr) -> list[exp.Expr]:
-    if isinstance(predicate, exp.And):
-        return [*_conjuncts(predicate.this), *_conjuncts(predicate.expression)]
-    if isinstance(predicate, exp.Paren):
-        return _conjuncts(predicate.this)
-    return [predicate]
-
-
-def _check_uncorrelated(subquery: exp.Expr) -> None:
-    """A subquery may only name its own tables (and CTEs)."""
-    own = {t.alias_or_name for t in subquery.find_all(exp.Table)}
-    own |= {s.alias for s in subquery.find_all(exp.Subquery) if s.alias}
-    for column in subquery.find_all(exp.Column):
-        if column.table and column.table not in own:
-            raise UnsupportedSQLError(
-                "correlated subquery", f"{column.sql(dialect='duckdb')} refers to the outer query"
-            )
-
-
-def _plain_column(name: str) -> exp.Column:
-    return exp.column(exp.to_identifier(name, quoted=True))
-
-
-def _referenced_columns(select: exp.Select, extra: list[exp.Expr]) -> dict[str, list[str]]:
-    """Columns each FROM alias must provide, in first-use order."""
+def _referenced_columns(select: exp.Select) -> dict[str, list[str]]:
+    """Columns each FROM alias must provide, in first-use order (those that correlated
+    subqueries read included, those of the subqueries' own tables not)."""
     found: dict[str, list[str]] = {}
-    parts: list[exp.Expr] = [*select.expressions, *extra]
+    parts: list[exp.Expr] = list(select.expressions)
     parts += [select.args[k] for k in ("where", "group", "having") if select.args.get(k)]
-    parts += [j.args["on"] for j in select.args.get("joins") or [] if j.args.get("on")]
+    parts += [j for j in select.find_all(exp.Join) if j.args.get("on")]
     for part in parts:
         for column in part.find_all(exp.Column):
+            if column.table and owner(column) is not select:
+                continue
             names = found.setdefault(column.table, [])
             if column.name not in names:
                 names.append(column.name)
@@ -275,7 +258,7 @@ def _is_aggregate_call(node: exp.Expr) -> bool:
 
 def _has_aggregate(expressions: list[exp.Expr], having: exp.Expr | None) -> bool:
     candidates = [*expressions, *([having] if having is not None else [])]
-    return any(e.find(exp.AggFunc) for e in candidates)
+    return any(isinstance(n, exp.AggFunc) for e in candidates for n in outside_subqueries(e))
 
 
 def _group_keys(group: exp.Group | None, outputs: list[exp.Expr]) -> list[exp.Expr]:

@@ -104,9 +104,3 @@ def check_select(select: exp.Select) -> None:
                 continue
             if part.find(exp.Window):
                 raise UnsupportedSQLError("window function")
-            for nested in part.find_all(exp.Select):
-                raise UnsupportedSQLError(
-                    "subquery in an expression (scalar subquery, EXISTS, NOT IN, "
-                    "or IN outside a WHERE conjunct)",
-                    f"found: {nested.sql(dialect='duckdb')[:80]}",
-                )

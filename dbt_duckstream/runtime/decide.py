@@ -32,7 +32,8 @@ from typing import Any
 import duckdb
 
 from ..compiler import IVMPlan
-from ..compiler.operators import Aggregate, Join, Operator
+from ..compiler.operators import Aggregate, Join, Operator, OuterJoin, ScalarSubquery
+from ..compiler.operators.membership import MembershipJoin
 from ..errors import ConfigurationError
 from .cursors import Cursor
 from .lake import feed_status, metadata_catalog, snapshot_exists
@@ -275,7 +276,9 @@ def estimate(
 def full_reads(root: Operator, changed: frozenset[str], rows: dict[str, int]) -> int:
     """Rows of inputs read in full by the delta: a join term joins one input's delta with
     every other input's whole state; an aggregate without a fold recomputes the touched groups
-    from its input at the new snapshot."""
+    from its input at the new snapshot; the padded rows of an outer join, and the rows a semi,
+    anti or mark join judges, are found in the other input's old state and judged over the
+    changed input's old and new states; a scalar subquery's change re-reads its outer rows."""
     total = 0
     for node in root.walk():
         if isinstance(node, Join):
@@ -285,6 +288,24 @@ def full_reads(root: Operator, changed: frozenset[str], rows: dict[str, int]) ->
                     total += sum(_rows(c, rows) for c in others)
         elif isinstance(node, Aggregate) and not node.folds and _changes(node, changed):
             total += _rows(node.child, rows)
+        elif isinstance(node, OuterJoin):
+            left, right = node.children
+            for changing, other, pads_other in (
+                (left, right, node.keep_right),
+                (right, left, node.keep_left),
+            ):
+                if _changes(changing, changed):
+                    total += _rows(other, rows)
+                    if pads_other:
+                        total += _rows(other, rows) + 2 * _rows(changing, rows)
+        elif isinstance(node, MembershipJoin | ScalarSubquery):
+            left, right = node.children
+            if _changes(left, changed):
+                total += _rows(right, rows)
+            if _changes(right, changed):
+                total += _rows(left, rows)
+                if isinstance(node, MembershipJoin):
+                    total += 2 * _rows(right, rows)
     return total
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 from collections.abc import Generator
@@ -194,7 +195,13 @@ def feed_safe_optimizers(con: duckdb.DuckDBPyConnection) -> Generator[None]:
     wanted = [o for o in previous.split(",") if o.strip()]
     wanted += [o for o in STATISTICS_OPTIMIZERS if o not in wanted]
     con.execute(f"SET disabled_optimizers = {literal(','.join(wanted))}")
+    restore = f"SET disabled_optimizers = {literal(previous)}"
     try:
         yield
-    finally:
-        con.execute(f"SET disabled_optimizers = {literal(previous)}")
+    except BaseException:
+        # a failed statement aborts the transaction, and the restore then fails too: the
+        # statement's own error is the one to report
+        with contextlib.suppress(duckdb.Error):
+            con.execute(restore)
+        raise
+    con.execute(restore)
