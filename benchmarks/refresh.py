@@ -8,6 +8,9 @@ A batch at change ratio ``r`` touches about ``r`` of lineitem's rows, in three s
 * updates: ``l_discount`` of sampled lineitem rows (the last third) and ``o_orderstatus`` of as
   many orders as RF1 adds.
 
+``dimension_updates`` changes what RF1 and RF2 never touch: sampled rows of part, partsupp,
+supplier and customer, and new customers without orders.
+
 An ``append`` batch is RF1 alone, all of its touched rows new lineitems: the shape of fact
 tables that pipelines only ever append to. Samples are seeded, so a run is repeatable.
 """
@@ -70,13 +73,13 @@ def batch_for(
 def apply_batch(con: duckdb.DuckDBPyConnection, schema: str, batch: Batch, seed: int) -> None:
     """RF1, RF2 and the updates, one snapshot each (RF1 alone for an ``append`` batch)."""
     with transaction(con):
-        _rf1(con, schema, batch.orders, seed)
+        rf1(con, schema, batch.orders, seed)
     if batch.mix == "append":
         return
     with transaction(con):
-        _rf2(con, schema, batch.orders, seed + 1)
+        rf2(con, schema, batch.orders, seed + 1)
     with transaction(con):
-        _updates(con, schema, batch, seed + 2)
+        updates(con, schema, batch, seed + 2)
 
 
 def _sample_orders(con, schema: str, count: int, seed: int, name: str) -> None:
@@ -86,7 +89,7 @@ def _sample_orders(con, schema: str, count: int, seed: int, name: str) -> None:
     )
 
 
-def _rf1(con, schema: str, count: int, seed: int) -> None:
+def rf1(con, schema: str, count: int, seed: int) -> None:
     _sample_orders(con, schema, count, seed, "rf1_source")
     con.execute(
         "CREATE OR REPLACE TEMP TABLE rf1_keys AS "
@@ -103,13 +106,13 @@ def _rf1(con, schema: str, count: int, seed: int) -> None:
     )
 
 
-def _rf2(con, schema: str, count: int, seed: int) -> None:
+def rf2(con, schema: str, count: int, seed: int) -> None:
     _sample_orders(con, schema, count, seed, "rf2_keys")
     con.execute(f"DELETE FROM {schema}.lineitem WHERE l_orderkey IN (SELECT * FROM rf2_keys)")
     con.execute(f"DELETE FROM {schema}.orders WHERE o_orderkey IN (SELECT * FROM rf2_keys)")
 
 
-def _updates(con, schema: str, batch: Batch, seed: int) -> None:
+def updates(con, schema: str, batch: Batch, seed: int) -> None:
     con.execute(
         "CREATE OR REPLACE TEMP TABLE discount_keys AS SELECT l_orderkey, l_linenumber "
         f"FROM {schema}.lineitem USING SAMPLE reservoir({batch.discounts} ROWS) REPEATABLE ({seed})"
@@ -124,3 +127,40 @@ def _updates(con, schema: str, batch: Batch, seed: int) -> None:
         f"UPDATE {schema}.orders SET o_orderstatus = CASE o_orderstatus WHEN 'O' THEN 'F' "
         "ELSE 'O' END WHERE o_orderkey IN (SELECT * FROM status_keys)"
     )
+
+
+def dimension_updates(con: duckdb.DuckDBPyConnection, schema: str, count: int, seed: int) -> None:
+    """About ``count`` rows of each of part, partsupp, supplier and customer updated (sizes,
+    containers, costs, balances, segments, comments), and ``count`` new customers without
+    orders, in one snapshot."""
+
+    def sample(table: str, key: str) -> str:
+        row = con.execute(f"SELECT count(*) FROM {schema}.{table}").fetchone()
+        modulus = max(1, int(row[0]) // max(1, count)) if row else 1
+        return f"hash({key}, {seed}) % {modulus} = 0"
+
+    with transaction(con):
+        con.execute(
+            f"UPDATE {schema}.part SET p_size = p_size % 50 + 1, "
+            "p_container = CASE WHEN p_container LIKE 'SM%' THEN 'MED BOX' ELSE 'SM CASE' END "
+            f"WHERE {sample('part', 'p_partkey')}"
+        )
+        con.execute(
+            f"UPDATE {schema}.partsupp SET ps_supplycost = ps_supplycost + 1, "
+            f"ps_availqty = ps_availqty + 500 WHERE {sample('partsupp', 'ps_partkey + ps_suppkey')}"
+        )
+        con.execute(
+            f"UPDATE {schema}.supplier SET s_acctbal = s_acctbal - 100, "
+            "s_comment = s_comment || ' Customer Complaints' "
+            f"WHERE {sample('supplier', 's_suppkey')}"
+        )
+        con.execute(
+            f"UPDATE {schema}.customer SET c_acctbal = -c_acctbal, "
+            "c_mktsegment = CASE c_mktsegment WHEN 'BUILDING' THEN 'MACHINERY' ELSE 'BUILDING' END "
+            f"WHERE {sample('customer', 'c_custkey')}"
+        )
+        con.execute(
+            f"INSERT INTO {schema}.customer SELECT c.* REPLACE ("
+            f"(SELECT max(c_custkey) FROM {schema}.customer) + row_number() OVER () AS c_custkey) "
+            f"FROM {schema}.customer AS c WHERE {sample('customer', 'c_custkey + 1')}"
+        )

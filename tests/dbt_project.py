@@ -24,17 +24,24 @@ INTEGRATION_PROJECT = REPOSITORY / "integration_tests"
 BIN = Path(sys.executable).parent
 
 
-class Project:
-    """A private copy of integration_tests with its own lake."""
+#: further dbt projects beside the integration project, each in a folder of its own
+JAFFLE_SHOP = INTEGRATION_PROJECT / "jaffle_shop"
+TPCH = INTEGRATION_PROJECT / "tpch"
 
-    def __init__(self, directory: Path) -> None:
+
+class Project:
+    """A private copy of a dbt project (integration_tests by default) with its own lake."""
+
+    def __init__(self, directory: Path, source: Path = INTEGRATION_PROJECT) -> None:
         self.directory = directory
         self.lake = directory / "lake"
         self.first_run: Invocation | None = None
         shutil.copytree(
-            INTEGRATION_PROJECT,
+            source,
             directory,
-            ignore=shutil.ignore_patterns("target", "logs", "dbt_packages", "lake", "*.lock*"),
+            ignore=shutil.ignore_patterns(
+                "target", "logs", "dbt_packages", "lake", "*.lock*", JAFFLE_SHOP.name, TPCH.name
+            ),
             dirs_exist_ok=True,
         )
         (directory / "packages.yml").write_text(f"packages:\n  - local: {REPOSITORY}\n")
