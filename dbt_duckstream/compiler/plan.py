@@ -96,9 +96,17 @@ class IVMPlan:
         ctx.statement(f"INSERT INTO {self.target.sql()} {rows_sql}")
         return [*model, *ctx.statements]
 
-    def maintenance(self, snapshots: Snapshots, changed: frozenset[str]) -> Maintenance | None:
-        """Statements that bring the model from the old to the new snapshot (None: no change)."""
-        ctx = RenderContext(snapshots, changed, prefix=self.target.name)
+    def maintenance(
+        self,
+        snapshots: Snapshots,
+        changed: frozenset[str],
+        reorganized: frozenset[str] = frozenset(),
+    ) -> Maintenance | None:
+        """Statements that bring the model from the old to the new snapshot (None: no change).
+
+        ``reorganized`` names the changed sources whose files a rewrite, compaction or flush
+        reorganized in the window (their scans then check the rows reported deleted)."""
+        ctx = RenderContext(snapshots, changed, prefix=self.target.name, reorganized=reorganized)
         delta = self.root.delta(ctx)
         if delta is None:
             return None

@@ -52,6 +52,8 @@ class RenderContext:
     writes: list[str] = field(default_factory=list)
     #: temporary tables to drop when the run ends
     temps: list[str] = field(default_factory=list)
+    #: sources whose files a rewrite, compaction or flush reorganized in the window
+    reorganized: frozenset[str] = frozenset()
     _ctes: dict[str, tuple[str, bool]] = field(default_factory=dict)
     _memo: dict[tuple[int, str], str | None] = field(default_factory=dict)
 

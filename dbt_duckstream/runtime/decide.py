@@ -88,6 +88,8 @@ class Decision:
     #: the sources (keys) that changed in the window
     changed: frozenset[str] = frozenset()
     estimate: Estimate | None = None
+    #: the changed sources whose files were reorganized in the window (see ``feed_status``)
+    reorganized: frozenset[str] = frozenset()
 
     @property
     def refills(self) -> bool:
@@ -124,7 +126,18 @@ class Situation:
     @cached_property
     def feed(self) -> tuple[frozenset[str], str | None]:
         """The sources that changed in the window, or why the change feed cannot be used."""
+        changed, broken, _ = self._feed
+        return changed, broken
+
+    @cached_property
+    def reorganized(self) -> frozenset[str]:
+        """The sources whose files a rewrite, compaction or flush reorganized in the window."""
+        return self._feed[2]
+
+    @cached_property
+    def _feed(self) -> tuple[frozenset[str], str | None, frozenset[str]]:
         changed: set[str] = set()
+        reorganized: set[str] = set()
         for catalog in self.plan.catalogs:
             sources = [s for s in self.plan.sources if s.catalog == catalog]
             old = self.cursors[sources[0].key].snapshot_id
@@ -132,15 +145,17 @@ class Situation:
                 continue
             for source in sources:
                 if self.ids[source.key] != self.cursors[source.key].table_id:
-                    return frozenset(), f"source {source.key} was dropped or recreated"
+                    return frozenset(), f"source {source.key} was dropped or recreated", frozenset()
             if not snapshot_exists(self.con, catalog, old):
-                return frozenset(), f"snapshot {old} of {catalog} expired behind the cursor"
+                expired = f"snapshot {old} of {catalog} expired behind the cursor"
+                return frozenset(), expired, frozenset()
             by_id = {tid: s for s in sources if (tid := self.ids[s.key]) is not None}
             status = feed_status(self.con, catalog, old, self.pinned[catalog], set(by_id))
             for tid, what in status.broken.items():
-                return frozenset(), f"source {by_id[tid].key} {what}"
+                return frozenset(), f"source {by_id[tid].key} {what}", frozenset()
             changed |= {by_id[tid].key for tid in status.changed}
-        return frozenset(changed), None
+            reorganized |= {by_id[tid].key for tid in status.reorganized}
+        return frozenset(changed), None, frozenset(reorganized)
 
     @cached_property
     def costs(self) -> Estimate:
@@ -197,7 +212,7 @@ def maintain(s: Situation) -> Decision:
     found = s.costs if s.rebuild_above is not None else None
     if found is not None:
         reason += f"; {found.describe()}"
-    return Decision(Strategy.INCREMENTAL, reason, s.window, changed, found)
+    return Decision(Strategy.INCREMENTAL, reason, s.window, changed, found, s.reorganized)
 
 
 #: the triggers, in the order they are tried; ``maintain`` ends every list

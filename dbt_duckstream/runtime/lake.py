@@ -143,6 +143,11 @@ def table_ids(con: duckdb.DuckDBPyConnection, tables: list[TableRef]) -> dict[st
 
 #: snapshot change kinds after which a table's change feed cannot be trusted
 BREAKING_CHANGES = {"altered_table": "altered", "dropped_table": "dropped"}
+#: changes of a table's rows; any other change of a table (a rewrite, a compaction, a flush of
+#: inlined rows) reorganizes its files, and may report rows it keeps as deleted
+ROW_CHANGES = frozenset(
+    {"inserted_into_table", "deleted_from_table", "inlined_insert", "inlined_delete"}
+)
 
 #: one ``kind:table_id`` entry of ``ducklake_snapshot_changes.changes_made``; entries naming
 #: tables or schemas carry quoted names instead, which this never mistakes for an id
@@ -155,6 +160,8 @@ class FeedStatus:
 
     changed: frozenset[int]
     broken: dict[int, str]
+    #: tables whose files a rewrite, compaction or flush reorganized
+    reorganized: frozenset[int] = frozenset()
 
 
 def feed_status(
@@ -169,6 +176,7 @@ def feed_status(
     ).fetchall()
     changed: set[int] = set()
     broken: dict[int, str] = {}
+    reorganized: set[int] = set()
     for snapshot_id, changes in rows:
         for kind, value in _TABLE_CHANGE.findall(changes or ""):
             tid = int(value)
@@ -178,7 +186,9 @@ def feed_status(
                 broken.setdefault(tid, f"{BREAKING_CHANGES[kind]} in snapshot {snapshot_id}")
             else:
                 changed.add(tid)
-    return FeedStatus(frozenset(changed), broken)
+                if kind not in ROW_CHANGES:
+                    reorganized.add(tid)
+    return FeedStatus(frozenset(changed), broken, frozenset(reorganized))
 
 
 #: optimizers that trust column statistics, which ``ducklake_table_changes`` reports from the

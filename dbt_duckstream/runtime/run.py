@@ -224,7 +224,7 @@ def rebuild_unmaintainable(
 def _maintain(
     con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, result: RunResult
 ) -> None:
-    maintenance = plan.maintenance(decision.windows, decision.changed)
+    maintenance = plan.maintenance(decision.windows, decision.changed, decision.reorganized)
     if maintenance is None:
         return
     with feed_safe_optimizers(con):  # only feed reads need them off; rebuilds keep them

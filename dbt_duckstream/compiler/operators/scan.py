@@ -4,7 +4,7 @@
     delta: SELECT k, v, SUM(m) AS _ivm_m FROM (
              SELECT k, v, +1 AS m FROM t AT (VERSION => new) WHERE snapshot_id > old
              UNION ALL
-             SELECT k, v, +1 AS m FROM t AT (VERSION => new)
+             SELECT k, v, +1 AS m FROM t AT (VERSION => new)     -- if files were reorganized
              WHERE snapshot_id <= old AND rowid IN (<the deleted rowids below>)
              UNION ALL
              SELECT k, v, -1 AS m FROM t AT (VERSION => old)
@@ -17,8 +17,10 @@ The table at ``new`` is the table at ``old``, minus the row versions that ended 
 pruned read of the new snapshot; the versions that ended are the old snapshot's rows whose
 rowids the change feed reports as deleted. ``ducklake_rewrite_data_files`` also reports as
 deleted the rows of a file it rewrites whose update was inlined before, while the same row
-version lives on (same rowid, same ``snapshot_id``): the new snapshot's rows that began
-before the window under a rowid reported deleted are asserted back, so they cancel.
+version lives on (same rowid, same ``snapshot_id``): when the window reorganized the table's
+files (a rewrite, a compaction, a flush: DuckLake's snapshot metadata says so), the new
+snapshot's rows that began before the window under a rowid reported deleted are asserted back,
+so they cancel. (That read costs as much as the old snapshot's, so it is made only then.)
 
 Only rowids are taken from the feed: its values are wrong when one transaction touches a
 file-backed row twice (duckdb/ducklake#1387), while its rowids and every time-travel read are
@@ -104,7 +106,8 @@ class Scan(Operator):
             kept = ""
         else:
             began = f"snapshot_id > {old}"
-            kept = f"snapshot_id <= {old} AND {ended}"
+            reorganized = self.table.key in ctx.reorganized
+            kept = f"snapshot_id <= {old} AND {ended}" if reorganized else ""
         select = self._select_list()
         parts = [f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {began}"]
         if kept:
