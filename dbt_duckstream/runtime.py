@@ -28,6 +28,7 @@ from .lake import (
     transaction,
 )
 from .operators.base import TableRef, literal, quote
+from .retry import retrying
 
 
 @dataclass
@@ -134,7 +135,11 @@ def refresh(
     instead (see ``decide``); None always maintains.
     """
     started = time.perf_counter()
-    result = _transaction(con, plan, full_refresh, rebuild_above)
+    # a run that loses a commit race to another writer reruns whole: new pin, new decision
+    result = retrying(
+        lambda: _transaction(con, plan, full_refresh, rebuild_above),
+        f"incremental_ivm {plan.target.key}",
+    )
     result.seconds = time.perf_counter() - started
     return result
 
