@@ -13,6 +13,7 @@ import duckdb
 
 from .errors import ConfigurationError
 from .operators.base import TableRef, literal, quote
+from .retry import sqlite_write_turn
 
 
 def extension_path(name: str) -> Path:
@@ -74,13 +75,14 @@ def attach_lake(
 @contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
     """One DuckLake snapshot, or none: commit when the block ends, roll back when it fails."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
+    with sqlite_write_turn(con):  # writers of a SQLite catalog take turns (see retry)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
 
 
 def is_ducklake(con: duckdb.DuckDBPyConnection, catalog: str) -> bool:

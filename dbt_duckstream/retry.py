@@ -20,6 +20,15 @@ None of them leaves anything behind (the transaction is rolled back), so the cur
 the whole unit again: for a maintenance run that means pinning a new snapshot, deciding again
 and redoing the work, never re-committing a half-built transaction.
 
+A SQLite catalog needs more than retries. DuckLake holds a SQLite read transaction for the whole
+DuckDB transaction and writes only when it commits; SQLite refuses at once to turn a read
+transaction into a write while another connection is writing. So a long transaction (a
+maintenance run) loses to any short one (a pipeline's commit) that starts committing meanwhile,
+and with a pipeline committing every fraction of a second, it loses on every retry. Writers of
+one SQLite catalog therefore take turns: ``sqlite_write_turn`` holds an exclusive lock on a file
+beside the catalog for the length of a transaction, and every transaction of this package
+(maintenance runs, Spark commits) takes it (``lake.transaction``).
+
 >>> is_retryable(RuntimeError("Failed to flush changes into DuckLake: database is locked"))
 True
 >>> is_retryable(RuntimeError("Binder Error: Referenced column amount not found"))
@@ -38,13 +47,17 @@ False
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
+
+import duckdb
 
 LOGGER = logging.getLogger("dbt_duckstream")
 
@@ -137,3 +150,53 @@ def _first_line(error: BaseException) -> str:
     """The error without DuckLake's multi-line SQL dumps: its first two lines."""
     lines = [line for line in str(error).splitlines() if line.strip()]
     return " ".join(lines[:2])[:500]
+
+
+#: how long a writer waits for its turn on a SQLite catalog before going ahead without it
+TURN_TIMEOUT = 600.0
+
+
+@contextmanager
+def sqlite_write_turn(
+    con: duckdb.DuckDBPyConnection, timeout: float = TURN_TIMEOUT
+) -> Generator[None]:
+    """Wait for this process's turn to write to the SQLite catalogs attached to ``con``.
+
+    The turn is an exclusive ``flock`` on ``<catalog file>.lock``, held until the block ends;
+    every transaction of this package takes it, so on one machine they write one at a time
+    and none loses its commit to another. Nothing happens for other catalogs. A writer that
+    has waited ``timeout`` seconds goes ahead (and may have to retry its commit).
+    """
+    rows = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE type = 'ducklake' AND path LIKE 'sqlite:%'"
+    ).fetchall()
+    files = sorted({str(path).removeprefix("sqlite:") for (path,) in rows})
+    with ExitStack() as turns:
+        for file in files:
+            turns.enter_context(_file_lock(f"{file}.lock", timeout))
+        yield
+
+
+@contextmanager
+def _file_lock(path: str, timeout: float) -> Generator[None]:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:  # a read-only directory: no turns, only retries
+        LOGGER.warning("cannot open the write lock %s (%s): writing without it", path, error)
+        yield
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        locked = False
+        while not locked:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    LOGGER.warning("waited %.0fs for the write lock %s: going ahead", timeout, path)
+                    break
+                time.sleep(random.uniform(0.005, 0.02))
+        yield
+    finally:
+        os.close(fd)  # releases the lock
