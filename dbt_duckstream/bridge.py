@@ -21,6 +21,7 @@ from . import decide, registry
 from .consistency import differences_sql
 from .errors import DuckstreamError, UnsupportedSQLError
 from .operators.base import TableRef, literal
+from .retry import retrying
 from .runtime import prepare, rebuild_unmaintainable, refresh, using
 
 Request = dict[str, Any]
@@ -51,8 +52,12 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
                 "in full on every run"
             ) from error
         reason = f"ivm_fallback='rebuild': {error.construct} cannot be maintained"
-        result = rebuild_unmaintainable(
-            con, request["sql"], target, catalog=target.catalog, db=target.schema, reason=reason
+        # one transaction, like refresh: a lost commit race reruns it whole
+        result = retrying(
+            lambda: rebuild_unmaintainable(
+                con, request["sql"], target, catalog=target.catalog, db=target.schema, reason=reason
+            ),
+            f"incremental_ivm {target.key}",
         )
         return result.to_dict()
     result = refresh(
