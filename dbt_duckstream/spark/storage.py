@@ -145,5 +145,13 @@ class Storage:
         ]
 
     def remove_empty_directory(self, path: str) -> None:
-        if not is_object_store(path) and os.path.isdir(path) and not os.listdir(path):
-            os.rmdir(path)
+        """Remove a directory with nothing in it (in S3: the marker pyarrow leaves behind)."""
+        if not is_object_store(path):
+            if os.path.isdir(path) and not os.listdir(path):
+                os.rmdir(path)
+            return
+        fs, name = self.filesystem(path)
+        if fs.get_file_info(name).type != pafs.FileType.Directory:
+            return
+        if not fs.get_file_info(pafs.FileSelector(name, recursive=True)):
+            fs.delete_dir(name)
