@@ -102,6 +102,21 @@ def one_change(con: duckdb.DuckDBPyConnection, rng: random.Random, kind: str, ne
     return next_id
 
 
+def next_order_id(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute("SELECT coalesce(max(id), 0) + 1 FROM lake.raw.orders").fetchone()
+    return int(row[0]) if row else 1
+
+
+def commit_changes(
+    con: duckdb.DuckDBPyConnection, rng: random.Random, next_id: int, touch_twice: bool = False
+) -> int:
+    """One transaction of one to three changes; the next free order id."""
+    with transaction(con):  # as the Spark writer commits
+        for kind in changes(rng, touch_twice):
+            next_id = one_change(con, rng, kind, next_id)
+    return next_id
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--catalog", required=True)
@@ -118,20 +133,15 @@ def main() -> None:
     rng = random.Random(args.seed)
     con = duckdb.connect()
     attach_lake(con, args.catalog, data_path=args.data_path)
-    row = con.execute("SELECT coalesce(max(id), 0) + 1 FROM lake.raw.orders").fetchone()
-    next_id = int(row[0]) if row else 1
+    next_id = next_order_id(con)
     commits, failures, errors = 0, 0, []
     started = time.monotonic()
     while not args.stop_file.exists():
         seed = rng.random()
 
         def commit(seed: float = seed, first: int = next_id) -> int:
-            local = random.Random(seed)  # the same changes on every attempt
-            upto = first
-            with transaction(con):  # as the Spark writer commits
-                for kind in changes(local, args.touch_twice):
-                    upto = one_change(con, local, kind, upto)
-            return upto
+            # the same changes on every attempt
+            return commit_changes(con, random.Random(seed), first, args.touch_twice)
 
         try:
             next_id = retrying(commit, "source writer")
