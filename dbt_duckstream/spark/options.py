@@ -64,7 +64,7 @@ class LakeOptions:
             Path(location).parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect()
         try:
-            remote = bool(self.storage.s3) or is_object_store(self.data_path or "")
+            remote = is_object_store(self.data_path or "")
             if remote:
                 self.storage.configure(con)
             attach_lake(
