@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from dbt_duckstream.lake import load_extension, transaction
+from dbt_duckstream.runtime.lake import load_extension, transaction
 
 TABLES = ("lineitem", "orders", "customer", "nation", "region", "part", "supplier", "partsupp")
 

@@ -26,10 +26,10 @@ import duckdb
 
 from dbt_duckstream import prepare, refresh
 from dbt_duckstream.compiler import IVMPlan
-from dbt_duckstream.consistency import differences
-from dbt_duckstream.lake import attach_lake, transaction
-from dbt_duckstream.operators import Scan
-from dbt_duckstream.operators.base import Operator, literal, quote
+from dbt_duckstream.compiler.operators import Operator, Scan
+from dbt_duckstream.runtime.consistency import differences
+from dbt_duckstream.runtime.lake import attach_lake, transaction
+from dbt_duckstream.sql import literal, quote
 
 from . import report
 from .queries import VIEWS
@@ -55,10 +55,7 @@ class Sample:
 
 
 def scans(node: Operator) -> list[Scan]:
-    found = [node] if isinstance(node, Scan) else []
-    for child in node.children:
-        found += scans(child)
-    return found
+    return [n for n in node.walk() if isinstance(n, Scan)]
 
 
 def feed_floor_seconds(con: duckdb.DuckDBPyConnection, plan: IVMPlan, window) -> float:

@@ -2,8 +2,7 @@
 
 from .compiler import IVMPlan, compile_ivm
 from .errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
-from .lake import load_ducklake
-from .runtime import RunResult, prepare, refresh
+from .runtime import RunResult, load_ducklake, prepare, refresh
 
 __all__ = [
     "ConfigurationError",

@@ -17,9 +17,9 @@ import duckdb
 
 from .compiler import compile_ivm
 from .errors import ConfigurationError, DuckstreamError
-from .lake import attach_lake
-from .operators.base import TableRef
 from .runtime import prepare
+from .runtime.lake import attach_lake
+from .sql import TableRef
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import duckdb
 
-from .consistency import differences
-from .lake import load_ducklake
 from .runtime import prepare, refresh
+from .runtime.consistency import differences
+from .runtime.lake import load_ducklake
 
 MODEL_SQL = """
 SELECT s.region, o.status,

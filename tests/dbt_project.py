@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from dbt_duckstream import load_ducklake
-from dbt_duckstream.dbt_process import Invocation, dbt_environment, run_dbt
+from dbt_duckstream.bridge.dbt_process import Invocation, dbt_environment, run_dbt
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 INTEGRATION_PROJECT = REPOSITORY / "integration_tests"

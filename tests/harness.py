@@ -12,23 +12,33 @@ import duckdb
 
 from dbt_duckstream import RunResult, prepare, refresh
 from dbt_duckstream.compiler import IVMPlan
-from dbt_duckstream.consistency import differences
-from dbt_duckstream.lake import attach_lake
+from dbt_duckstream.runtime.consistency import differences
+from dbt_duckstream.runtime.lake import attach_lake, describe
+
+#: one DuckDB instance per test process: DuckLake and the catalog extensions load once, and
+#: every lake is attached to a cursor of it (a fresh client context) and detached afterwards
+_instance: duckdb.DuckDBPyConnection | None = None
 
 
 @contextmanager
 def fresh_lake(catalog: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A DuckDB connection with an empty DuckLake attached as ``lake`` (and in use).
 
-    Its catalog is a DuckDB file by default, else ``catalog`` (``sqlite:<file>``,
-    ``postgres:<dsn>`` of an empty database)."""
+    Its catalog is a DuckDB file by default, else ``catalog``: ``sqlite:<file>`` or
+    ``postgres:<dsn>`` of an empty database, or ``:memory:`` (a DuckDB catalog in memory,
+    which the property families use: they run thousands of lakes)."""
+    global _instance
+    if _instance is None:
+        _instance = duckdb.connect()
     directory = Path(tempfile.mkdtemp(prefix="duckstream-test-"))
-    con = duckdb.connect()
+    con = _instance.cursor()
     try:
         attach_lake(con, catalog or f"{directory}/lake.ducklake", data_path=f"{directory}/data")
         con.execute("USE lake")
         yield con
     finally:
+        con.execute("USE memory")
+        con.execute("DETACH DATABASE IF EXISTS lake")
         con.close()
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -56,6 +66,24 @@ def assert_consistent(con: duckdb.DuckDBPyConnection, table: str, sql: str) -> N
     """The oracle: the maintained table equals the SQL recomputed now, as bags."""
     diff = differences(con, table, sql)
     assert not diff, f"{table} differs from its recomputation:\n" + "\n".join(map(str, diff))
-    maintained_types = [r[1] for r in con.execute(f"DESCRIBE {table}").fetchall()]
-    expected_types = [r[1] for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+    counts = [con.execute(f"SELECT count(*) FROM {q}").fetchone() for q in (table, f"({sql})")]
+    assert counts[0] == counts[1], f"{table} has {counts[0]} rows, its recomputation {counts[1]}"
+    maintained_types = [t for _, t in describe(con, table)]
+    expected_types = [t for _, t in describe(con, sql)]
     assert maintained_types == expected_types
+
+
+def maintain_through(con: duckdb.DuckDBPyConnection, views: dict[str, str], windows) -> None:
+    """The oracle over a history: build every view, then after each window of operations
+    (each with an ``apply(con)``) maintain every view and check it against a recomputation."""
+    models = [Model(con, name, sql) for name, sql in views.items()]
+    for model in models:
+        assert model.refresh().strategy == "initial"
+        model.assert_consistent()
+    for window in windows:
+        for operation in window:
+            operation.apply(con)
+        for model in models:
+            result = model.refresh()
+            assert result.strategy in ("incremental", "unchanged"), result.summary()
+            model.assert_consistent()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from dbt_duckstream.lake import attach_lake
+from dbt_duckstream.runtime.lake import attach_lake
 
 from .dbt_project import REPOSITORY, Project
 

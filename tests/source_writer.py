@@ -21,8 +21,8 @@ from pathlib import Path
 
 import duckdb
 
-from dbt_duckstream.lake import attach_lake, transaction
 from dbt_duckstream.retry import retrying
+from dbt_duckstream.runtime.lake import attach_lake, transaction
 
 STATUSES = ["placed", "shipped", "completed", "returned", "test"]
 

@@ -33,7 +33,7 @@ def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> No
     assert lake.execute(check).fetchall() == []
     lake.execute("DELETE FROM m WHERE k = 0")  # the table drifts: the test must see it
     assert lake.execute(check).fetchall() != []
-    assert "ducklake_table_changes" in call(lake, "duckstream_explain", model("m"))["text"]
+    assert "ducklake_table_deletions" in call(lake, "duckstream_explain", model("m"))["text"]
 
 
 def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:

@@ -26,10 +26,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from dbt_duckstream import prepare, refresh, runtime
+from dbt_duckstream import prepare, refresh
 from dbt_duckstream import retry as retry_module
-from dbt_duckstream.lake import attach_lake
 from dbt_duckstream.retry import RetryPolicy, is_retryable, retrying
+from dbt_duckstream.runtime import run as runtime_run
+from dbt_duckstream.runtime.lake import attach_lake
 
 from .harness import assert_consistent
 from .lake_project import CatalogProject, source_writer
@@ -174,7 +175,7 @@ def test_a_refresh_that_loses_a_race_reruns_with_a_new_pin(
     refresh(con, plan)
     con.execute("INSERT INTO t VALUES (1, 1000), (7, 7)")
     applied: list[str] = []
-    original = runtime.apply_statement
+    original = runtime_run.apply_statement
 
     def apply_while_another_process_commits(c: duckdb.DuckDBPyConnection, statement: str) -> None:
         if not applied:
@@ -182,7 +183,7 @@ def test_a_refresh_that_loses_a_race_reruns_with_a_new_pin(
         applied.append(statement)
         original(c, statement)
 
-    monkeypatch.setattr(runtime, "apply_statement", apply_while_another_process_commits)
+    monkeypatch.setattr(runtime_run, "apply_statement", apply_while_another_process_commits)
     with caplog.at_level(logging.WARNING, logger="dbt_duckstream"):
         result = refresh(con, plan, rebuild_above=None)
     assert "lost a commit race (attempt 1 of" in caplog.text
@@ -194,30 +195,52 @@ def test_a_refresh_that_loses_a_race_reruns_with_a_new_pin(
     assert con.execute("SELECT s FROM m WHERE k = 8").fetchall() == [(8,)]
 
 
-def hold_sqlite_lock(catalog_file: Path, seconds: float) -> subprocess.Popen[str]:
-    """Another process holding the SQLite catalog's write lock for a while."""
-    script = (
-        "import sqlite3, sys, time\n"
-        "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "con.execute('BEGIN EXCLUSIVE')\n"
-        "print('locked', flush=True)\n"
-        "time.sleep(float(sys.argv[2]))\n"
-        "con.execute('ROLLBACK')\n"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", script, str(catalog_file), str(seconds)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None and process.stdout.readline().strip() == "locked"
-    return process
+class SqliteLock(logging.Handler):
+    """Another process holding the SQLite catalog's exclusive lock until the first retry is
+    logged: SQLite waits 5 s for a lock, then reports "database is locked"."""
+
+    def __init__(self, catalog_file: Path) -> None:
+        super().__init__(logging.WARNING)
+        script = (
+            "import sqlite3, sys\n"
+            "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "con.execute('BEGIN EXCLUSIVE')\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "con.execute('ROLLBACK')\n"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", script, str(catalog_file)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "locked"
+        logging.getLogger("dbt_duckstream").addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.write("release\n")
+            self.process.stdin.close()
+
+    def __enter__(self) -> SqliteLock:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        logging.getLogger("dbt_duckstream").removeHandler(self)
+        self.release()
+        self.process.wait(timeout=30)
 
 
 def test_the_spark_writer_commit_waits_out_a_locked_sqlite_catalog(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """SQLite waits 5 s for a lock, then reports "database is locked": the driver's commit
-    retries, and the executors' files are registered exactly once."""
+    """The driver's commit meets "database is locked" and retries; the executors' files are
+    registered exactly once."""
     pytest.importorskip("pyspark")
     from pyspark.sql import types as T
 
@@ -234,13 +257,10 @@ def test_the_spark_writer_commit_waits_out_a_locked_sqlite_catalog(
     writer = DuckLakeWriter(options, schema, overwrite=False)
     batch = pa.record_batch([pa.array(range(100), pa.int32())], names=["k"])
     message = writer.write(iter([batch]))
-    locker = hold_sqlite_lock(catalog_file, 5.5)
-    try:
-        with caplog.at_level(logging.WARNING, logger="dbt_duckstream"):
-            writer.commit([message])
-    finally:
-        locker.wait(timeout=30)
+    with SqliteLock(catalog_file), caplog.at_level(logging.WARNING, logger="dbt_duckstream"):
+        writer.commit([message])
     assert f"spark job {writer.job} lost a commit race" in caplog.text
+    assert "database is locked" in caplog.text
     with options.connect() as con:
         assert con.execute("SELECT count(*), sum(k) FROM lake.main.t").fetchone() == (100, 4950)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dbt_duckstream.consistency import differences
-from dbt_duckstream.lake import ducklake_extension_path
+from dbt_duckstream.runtime.consistency import differences
+from dbt_duckstream.runtime.lake import ducklake_extension_path
 
 from .dbt_project import Project, change_sources
 
@@ -183,7 +183,7 @@ def test_explain_through_dbt_and_the_console(project: Project) -> None:
     operation = project.dbt(
         "run-operation", "duckstream_explain", "--args", "{model: revenue_by_region}"
     )
-    assert "ducklake_table_changes('lake', 'main', 'orders_enriched'" in operation.output
+    assert "ducklake_table_deletions('lake', 'main', 'orders_enriched'" in operation.output
     assert "-- model lake.main.revenue_by_region" in operation.output
 
     model_file = Path("models") / "marts" / "totals.sql"

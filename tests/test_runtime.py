@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dbt_duckstream import lake as lake_module
-from dbt_duckstream import runtime
+from dbt_duckstream.runtime import lake as lake_module
+from dbt_duckstream.runtime import run as runtime
 
 from .harness import Model
 

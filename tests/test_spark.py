@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
-from dbt_duckstream.lake import attach_lake  # noqa: E402
+from dbt_duckstream.runtime.lake import attach_lake  # noqa: E402
 from dbt_duckstream.spark import spark_session  # noqa: E402
 
 from .postgres import create_database, postgres_server  # noqa: E402

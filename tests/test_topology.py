@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("pyspark")
 boto3 = pytest.importorskip("boto3")  # moto's
 
-from dbt_duckstream.lake import attach_lake  # noqa: E402
+from dbt_duckstream.runtime.lake import attach_lake  # noqa: E402
 from dbt_duckstream.spark.storage import Storage  # noqa: E402
 
 from .dbt_project import REPOSITORY, Project  # noqa: E402

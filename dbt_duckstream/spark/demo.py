@@ -20,7 +20,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..dbt_process import dbt_environment, run_dbt
+from ..bridge.dbt_process import dbt_environment, run_dbt
 from .session import spark_session
 
 PROJECT = Path(__file__).resolve().parents[2] / "integration_tests"

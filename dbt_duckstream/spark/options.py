@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 
 from ..errors import ConfigurationError
-from ..lake import attach_lake
-from ..operators.base import TableRef
+from ..runtime.lake import attach_lake, describe
+from ..sql import TableRef
 from .storage import Storage, is_object_store
 
 ALIAS = "lake"
@@ -88,7 +88,7 @@ class LakeOptions:
         ).fetchone()
         if not row or not row[0]:
             return None
-        return {r[0]: r[1] for r in con.execute(f"DESCRIBE {self.table.sql()}").fetchall()}
+        return dict(describe(con, self.table.sql()))
 
     def data_directory(self, con: duckdb.DuckDBPyConnection) -> str:
         """Where the table's new Parquet files go: beside DuckLake's own."""

@@ -13,7 +13,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from ..operators.base import quote
+from ..sql import quote
 from .options import ALIAS, LakeOptions
 
 ROWS_PER_PARTITION = 1_000_000

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..lake import load_extension
-from ..operators.base import literal
+from ..runtime.lake import load_extension
+from ..sql import literal
 
 #: URL schemes of object stores that DuckDB's httpfs reads and pyarrow writes
 OBJECT_STORE_SCHEMES = ("s3://", "s3a://", "s3n://")

@@ -20,9 +20,9 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError
-from ..lake import transaction
-from ..operators.base import literal, quote
 from ..retry import retrying
+from ..runtime.lake import transaction
+from ..sql import literal, quote
 from .options import LakeOptions
 from .types import duckdb_type
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import duckdb
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
+from ..sql import TableRef, quote
 from .lake import table_id
-from .operators.base import TableRef, quote
 
 REGISTRY_TABLE = "_duckstream_models"
 

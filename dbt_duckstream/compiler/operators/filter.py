@@ -1,7 +1,16 @@
 """Filter: a deterministic predicate commutes with the delta.
 
-view:  SELECT * FROM r WHERE p
-delta: SELECT * FROM delta(r) WHERE p
+    view:  SELECT * FROM r WHERE p
+    delta: SELECT * FROM delta(r) WHERE p
+
+>>> from dbt_duckstream.examples import show_delta
+>>> show_delta(
+...     "SELECT k, v FROM t WHERE v > 1",
+...     {"t": ("k INTEGER, v INTEGER", "(1, 0), (2, 5)")},
+...     "UPDATE t SET v = 3 WHERE k = 1; UPDATE t SET v = 0 WHERE k = 2",
+... )
+-1 (2, 5)
++1 (1, 3)
 """
 
 from __future__ import annotations
@@ -10,7 +19,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .base import Operator, RenderContext, Side, expr_sql
+from ...sql import expr_sql
+from ..render import RenderContext, Side
+from .base import Operator
 
 
 @dataclass(eq=False)

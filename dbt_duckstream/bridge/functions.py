@@ -17,12 +17,14 @@ from typing import Any
 
 import duckdb
 
-from . import decide, registry
-from .consistency import differences_sql
-from .errors import DuckstreamError, UnsupportedSQLError
-from .operators.base import TableRef, literal
-from .retry import retrying
-from .runtime import prepare, rebuild_unmaintainable, refresh, using
+from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
+from ..retry import retrying
+from ..runtime import registry
+from ..runtime.consistency import differences_sql
+from ..runtime.decide import rebuild_above
+from ..runtime.lake import describe
+from ..runtime.run import prepare, rebuild_unmaintainable, refresh, using
+from ..sql import TableRef, literal
 
 Request = dict[str, Any]
 
@@ -40,7 +42,7 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
     target = relation(request)
     fallback = str(request.get("fallback") or "none")
     if fallback not in FALLBACKS:
-        raise DuckstreamError(
+        raise ConfigurationError(
             f"ivm_fallback={fallback!r} is not a choice: use 'rebuild' or leave it unset"
         )
     try:
@@ -69,24 +71,6 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
     return result.to_dict()
 
 
-def rebuild_above(value: Any) -> float | None:
-    """``ivm_rebuild_above``: a share of a rebuild's cost, ``never`` or unset (the default)."""
-    if value is None:
-        return decide.REBUILD_ABOVE
-    if value == "never":
-        return None
-    try:
-        share = float(value)
-    except (TypeError, ValueError):
-        share = -1.0
-    if share < 0:
-        raise DuckstreamError(
-            f"ivm_rebuild_above={value!r}: give a share of a rebuild's cost (e.g. 1.0, the "
-            "default; 0 always rebuilds), or 'never' to always maintain"
-        )
-    return share
-
-
 def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
     """The plan's SQL for the given model SQL, or for the SQL the model was last built from."""
     target = relation(request)
@@ -104,9 +88,9 @@ def consistency_sql(con: duckdb.DuckDBPyConnection, request: Request) -> dict[st
     """A query returning every row where the model differs from its SQL recomputed now."""
     target = relation(request)
     recorded = registry.lookup(con, target)
-    table_columns = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {target.sql()}").fetchall()]
+    table_columns = describe(con, target.sql())
     with using(con, recorded.catalog, recorded.schema):
-        query_columns = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {recorded.sql}").fetchall()]
+        query_columns = describe(con, recorded.sql)
     if table_columns != query_columns:
         detail = f"table has {table_columns}, the model SQL gives {query_columns}"
         return {"sql": f"SELECT 'columns differ' AS _side, {literal(detail)} AS detail"}

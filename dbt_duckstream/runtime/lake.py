@@ -11,9 +11,9 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import ConfigurationError
-from .operators.base import TableRef, literal, quote
-from .retry import sqlite_write_turn
+from ..errors import ConfigurationError
+from ..retry import sqlite_write_turn
+from ..sql import TableRef, literal, quote
 
 
 def extension_path(name: str) -> Path:
@@ -83,6 +83,11 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
+
+
+def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:
+    """Column names and types of a table or a query, as DuckDB describes them."""
+    return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {relation}").fetchall()]
 
 
 def is_ducklake(con: duckdb.DuckDBPyConnection, catalog: str) -> bool:

@@ -4,18 +4,24 @@ The delta is first stored as a temporary table of the model's columns plus ``_iv
 multiplicity per distinct row, never zero). Then:
 
 * keyed models (one row per group key, e.g. a GROUP BY whose keys are selected) delete every
-  row whose key appears in the delta, then insert the rows with ``_ivm_m > 0``: the old row of
-  a group is found by its key, never by comparing floating-point aggregates bit for bit;
+  row whose key appears in the delta, then insert the rows with ``_ivm_m > 0``;
 * bag models delete exactly ``-_ivm_m`` copies of each retracted row (rows are paired with
   copies by ``row_number()`` over the table's ``rowid``) and insert ``_ivm_m`` copies of each
   asserted row. NULLs match NULLs throughout (``IS NOT DISTINCT FROM``).
+
+Matching a retracted row by its values is exact because every value the delta carries is
+either read from a table (a source at a snapshot, an operator's state) or computed from such
+values, row by row, by the same expressions that computed the stored row. The values that a
+recomputation would not reproduce bit for bit (floating-point sums, averages, ...) come from
+aggregate state tables, never from a second evaluation of the aggregate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .operators.base import MULT, quote
+from ..sql import quote, same_key
+from .render import MULT
 
 
 @dataclass
@@ -29,17 +35,13 @@ class Maintenance:
 
     build: list[str]
     apply: list[str]
+    #: the temporary table ``build`` leaves the consolidated delta in
+    delta_table: str
     always: list[str] = field(default_factory=list)
     cleanup: list[str] = field(default_factory=list)
 
     def all(self) -> list[str]:
         return [*self.build, *self.apply, *self.always, *self.cleanup]
-
-
-def _matches(left: str, right: str, columns: tuple[str, ...]) -> str:
-    return " AND ".join(
-        f"{left}.{quote(c)} IS NOT DISTINCT FROM {right}.{quote(c)}" for c in columns
-    )
 
 
 def delete_sql(target: str, columns: tuple[str, ...], keys: tuple[str, ...] | None, delta: str):
@@ -48,7 +50,7 @@ def delete_sql(target: str, columns: tuple[str, ...], keys: tuple[str, ...] | No
     if keys is not None:
         return (
             f"DELETE FROM {target} WHERE rowid IN (SELECT t.rowid FROM {target} AS t "
-            f"SEMI JOIN {delta} AS d ON {_matches('t', 'd', keys)})"
+            f"SEMI JOIN {delta} AS d ON {same_key('t', 'd', keys)})"
         )
     return (
         f"DELETE FROM {target} WHERE rowid IN (\n"
@@ -58,7 +60,7 @@ def delete_sql(target: str, columns: tuple[str, ...], keys: tuple[str, ...] | No
         f"    FROM {target} AS t\n"
         f"    JOIN (SELECT *, -{MULT} AS _ivm_copies, row_number() OVER () AS _ivm_row\n"
         f"          FROM {delta} WHERE {MULT} < 0) AS d\n"
-        f"    ON {_matches('t', 'd', columns)}\n"
+        f"    ON {same_key('t', 'd', columns)}\n"
         f"  ) WHERE n <= _ivm_copies\n"
         f")"
     )

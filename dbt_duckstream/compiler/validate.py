@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .errors import UnsupportedSQLError
+from ..errors import UnsupportedSQLError
 
 #: functions whose value changes from one evaluation to the next
 _NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (

@@ -1,11 +1,14 @@
 """Execute a plan against a DuckDB connection: first run, maintenance, or rebuild.
 
 Each run is one transaction, so it lands as one DuckLake snapshot or not at all: the model's
-rows and its cursors always move together, and a crash leaves the model as it was.
+rows, its operators' state and its cursors always move together, and a crash leaves the model
+as it was. What the run does is decided first (``decide``), from metadata alone; this module
+only carries the decision out.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Generator
 from contextlib import contextmanager
@@ -13,22 +16,21 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from . import cursors, decide, registry
-from .accumulate import state_table_for
-from .compiler import IVMPlan, Schema, compile_ivm, parse_table, source_tables
-from .errors import ConfigurationError
+from ..compiler import STATE_PREFIX, IVMPlan, Schema, compile_ivm, parse_table, source_tables
+from ..errors import ConfigurationError, UnsupportedSQLError
+from ..retry import retrying
+from ..sql import TableRef, literal, quote
+from . import cursors, registry
+from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide
 from .lake import (
     current_snapshot,
+    describe,
     feed_safe_optimizers,
-    feed_status,
     is_ducklake,
-    snapshot_exists,
     table_id,
     table_ids,
     transaction,
 )
-from .operators.base import TableRef, literal, quote
-from .retry import retrying
 
 
 @dataclass
@@ -90,24 +92,19 @@ def prepare(
             )
         if table_id(con, source) is None:
             raise ConfigurationError(f"source table {source.key} does not exist")
-        rows = con.execute(f"DESCRIBE {source.sql()}").fetchall()
-        schema.setdefault(source.catalog, {}).setdefault(source.schema, {})[source.name] = {
-            r[0]: r[1] for r in rows
-        }
-    return compile_ivm(
-        sql,
-        target=target_ref,
-        schema=schema,
-        catalog=catalog,
-        db=db,
-        output_columns=describe(con, sql, catalog, db),
-    )
-
-
-def describe(con: duckdb.DuckDBPyConnection, sql: str, catalog: str, db: str):
-    """Column names and types of the model exactly as DuckDB would materialize them."""
+        schema.setdefault(source.catalog, {}).setdefault(source.schema, {})[source.name] = dict(
+            describe(con, source.sql())
+        )
     with using(con, catalog, db):
-        return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+        output = describe(con, sql)
+    if any(name.lower() == "rowid" for name, _ in output):
+        raise UnsupportedSQLError(
+            "a model column named rowid",
+            "it would hide the row ids that maintenance deletes by; rename the column",
+        )
+    return compile_ivm(
+        sql, target=target_ref, schema=schema, catalog=catalog, db=db, output_columns=output
+    )
 
 
 @contextmanager
@@ -127,7 +124,7 @@ def refresh(
     plan: IVMPlan,
     *,
     full_refresh: bool = False,
-    rebuild_above: float | None = decide.REBUILD_ABOVE,
+    rebuild_above: float | None = REBUILD_ABOVE,
 ) -> RunResult:
     """Bring the model up to date in one transaction; see ``RunResult`` for what happened.
 
@@ -135,22 +132,58 @@ def refresh(
     instead (see ``decide``); None always maintains.
     """
     started = time.perf_counter()
+
+    def run() -> RunResult:
+        with transaction(con):
+            situation = Situation(
+                con,
+                plan,
+                pinned={catalog: current_snapshot(con, catalog) for catalog in plan.catalogs},
+                ids=table_ids(con, [*plan.sources, plan.target]),
+                cursors={c.source: c for c in cursors.read(con, plan.target)},
+                full_refresh=full_refresh,
+                rebuild_above=rebuild_above,
+            )
+            decision = decide(situation)
+            result = execute(con, plan, decision, situation)
+            if result.strategy != Strategy.UNCHANGED:
+                _label(con, plan.target, result)
+        return result
+
     # a run that loses a commit race to another writer reruns whole: new pin, new decision
-    result = retrying(
-        lambda: _transaction(con, plan, full_refresh, rebuild_above),
-        f"incremental_ivm {plan.target.key}",
-    )
+    result = retrying(run, f"incremental_ivm {plan.target.key}")
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _transaction(
-    con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool, rebuild_above: float | None
+def execute(
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, situation: Situation
 ) -> RunResult:
-    with transaction(con):
-        result = _run(con, plan, full_refresh, rebuild_above)
-        if result.strategy != "unchanged":
-            _label(con, plan.target, result)
+    """Carry a decision out, inside the run's transaction."""
+    result = RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
+    if decision.strategy is Strategy.UNCHANGED:
+        return result
+    if decision.strategy is Strategy.INCREMENTAL:
+        _maintain(con, plan, decision, result)
+    else:
+        _rebuild(con, plan, decision, result)
+        if not decision.refills:  # the registry already holds this SQL
+            catalog, db = plan.default_schema
+            registry.record(
+                con,
+                plan.target,
+                registry.RegisteredModel(plan.sql, catalog, db, "incremental"),
+                plan.sql_hash,
+            )
+    pinned, ids = situation.pinned, situation.ids
+    cursors.write(
+        con,
+        plan.target,
+        [
+            cursors.Cursor(s.key, s.catalog, ids[s.key], pinned[s.catalog], plan.sql_hash)
+            for s in plan.sources
+        ],
+    )
     return result
 
 
@@ -179,13 +212,13 @@ def rebuild_unmaintainable(
     started = time.perf_counter()
     if not is_ducklake(con, target.catalog):
         raise ConfigurationError(f"model {target.key} must live in a DuckLake catalog")
-    result = RunResult(target.key, "rebuild", reason, {})
+    result = RunResult(target.key, Strategy.REBUILD, reason, {})
     with transaction(con):
         _drop_view_in_the_way(con, target)
         con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
         with using(con, catalog, db):
             con.execute(f"CREATE TABLE {target.sql()} AS {sql}")
-        con.execute(f"DROP TABLE IF EXISTS {state_table_for(target).sql()}")
+        _drop_state_tables(con, target, keep=set())
         cursors.drop(con, target)
         registry.record(con, target, registry.RegisteredModel(sql, catalog, db, "rebuild"), "")
         row = con.execute(f"SELECT count(*) FROM {target.sql()}").fetchone()
@@ -195,111 +228,10 @@ def rebuild_unmaintainable(
     return result
 
 
-def _run(
-    con: duckdb.DuckDBPyConnection, plan: IVMPlan, full_refresh: bool, rebuild_above: float | None
-) -> RunResult:
-    pinned = {catalog: current_snapshot(con, catalog) for catalog in plan.catalogs}
-    ids = table_ids(con, [*plan.sources, plan.target])
-    previous = {c.source: c for c in cursors.read(con, plan.target)}
-    strategy, reason, changed = _decide(con, plan, pinned, ids, previous, full_refresh)
-    old = {c.catalog: c.snapshot_id for c in previous.values()}
-    snapshots = {cat: (old.get(cat, pinned[cat]), pinned[cat]) for cat in plan.catalogs}
-    if strategy == "incremental" and rebuild_above is not None:
-        strategy, reason = _maintain_or_rebuild(
-            con, plan, snapshots, ids, changed, reason, rebuild_above
-        )
-    result = RunResult(plan.target.key, strategy, reason, snapshots)
-    if strategy == "unchanged":
-        return result
-    if strategy == "incremental":
-        _maintain(con, plan, snapshots, changed, result)
-    else:
-        result.snapshots = {cat: (snap, snap) for cat, snap in pinned.items()}
-        # a rebuild chosen for cost changes nothing structural: the tables are refilled and
-        # the registry already holds this SQL
-        by_cost = strategy == "rebuild" and bool(changed)
-        _rebuild(con, plan, result.snapshots, result, refill=by_cost)
-        if not by_cost:
-            catalog, db = plan.default_schema
-            registry.record(
-                con,
-                plan.target,
-                registry.RegisteredModel(plan.sql, catalog, db, "incremental"),
-                plan.sql_hash,
-            )
-    cursors.write(
-        con,
-        plan.target,
-        [
-            cursors.Cursor(s.key, s.catalog, ids[s.key], pinned[s.catalog], plan.sql_hash)
-            for s in plan.sources
-        ],
-    )
-    return result
-
-
-def _decide(
-    con: duckdb.DuckDBPyConnection,
-    plan: IVMPlan,
-    pinned: dict[str, int],
-    ids: dict[str, int | None],
-    previous: dict[str, cursors.Cursor],
-    full_refresh: bool,
-) -> tuple[str, str, frozenset[str]]:
-    nothing: frozenset[str] = frozenset()
-    if not previous or ids[plan.target.key] is None:
-        return "initial", "first run", nothing
-    if full_refresh:
-        return "rebuild", "full refresh requested", nothing
-    if set(previous) != {s.key for s in plan.sources} or any(
-        c.sql_hash != plan.sql_hash for c in previous.values()
-    ):
-        return "rebuild", "model SQL changed", nothing
-    changed: set[str] = set()
-    for catalog in plan.catalogs:
-        sources = [s for s in plan.sources if s.catalog == catalog]
-        old = previous[sources[0].key].snapshot_id
-        if old == pinned[catalog]:
-            continue
-        for source in sources:
-            if ids[source.key] != previous[source.key].table_id:
-                return "rebuild", f"source {source.key} was dropped or recreated", nothing
-        if not snapshot_exists(con, catalog, old):
-            return "rebuild", f"snapshot {old} of {catalog} expired behind the cursor", nothing
-        by_id = {tid: s for s in sources if (tid := ids[s.key]) is not None}
-        status = feed_status(con, catalog, old, pinned[catalog], set(by_id))
-        for tid, what in status.broken.items():
-            return "rebuild", f"source {by_id[tid].key} {what}", nothing
-        changed |= {by_id[tid].key for tid in status.changed}
-    if not changed:
-        return "unchanged", "no source changed", nothing
-    return (
-        "incremental",
-        f"{len(changed)} of {len(plan.sources)} sources changed",
-        frozenset(changed),
-    )
-
-
-def _maintain_or_rebuild(
-    con: duckdb.DuckDBPyConnection,
-    plan: IVMPlan,
-    snapshots: dict[str, tuple[int, int]],
-    ids: dict[str, int | None],
-    changed: frozenset[str],
-    reason: str,
-    rebuild_above: float,
-) -> tuple[str, str]:
-    """Rebuild when maintaining this window would cost more than rebuilding (``decide``)."""
-    found = decide.estimate(con, plan, snapshots, changed, ids)
-    if found.rebuild_is_cheaper(rebuild_above):
-        return "rebuild", (
-            f"cheaper than maintenance: {found.describe()} (rebuild above {rebuild_above:.0%})"
-        )
-    return "incremental", f"{reason}; {found.describe()}"
-
-
-def _maintain(con, plan: IVMPlan, snapshots, changed, result: RunResult) -> None:
-    maintenance = plan.maintenance(snapshots, changed)
+def _maintain(
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, result: RunResult
+) -> None:
+    maintenance = plan.maintenance(decision.windows, decision.changed)
     if maintenance is None:
         return
     with feed_safe_optimizers(con):  # only feed reads need them off; rebuilds keep them
@@ -307,7 +239,7 @@ def _maintain(con, plan: IVMPlan, snapshots, changed, result: RunResult) -> None
             con.execute(statement)
     row = con.execute(
         "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
-        f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {plan.delta_table}"
+        f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {maintenance.delta_table}"
     ).fetchone()
     assert row is not None
     result.rows_inserted, result.rows_deleted = int(row[0]), int(row[1])
@@ -334,10 +266,30 @@ def _drop_view_in_the_way(con: duckdb.DuckDBPyConnection, target: TableRef) -> N
         con.execute(f"DROP VIEW {target.sql()}")
 
 
-def _rebuild(con, plan: IVMPlan, snapshots, result: RunResult, *, refill: bool) -> None:
+def _drop_state_tables(
+    con: duckdb.DuckDBPyConnection, target: TableRef, keep: set[TableRef]
+) -> None:
+    """Drop the model's state tables that the plan does not use (left by an earlier plan)."""
+    prefix = f"{STATE_PREFIX}{target.name}"
+    names = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? "
+        "AND starts_with(table_name, ?)",
+        [target.catalog, target.schema, prefix],
+    ).fetchall()
+    for (name,) in names:
+        table = target.sibling(name)
+        if table not in keep and re.fullmatch(r"(_\d+)?", name[len(prefix) :]):
+            con.execute(f"DROP TABLE {table.sql()}")
+
+
+def _rebuild(
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, result: RunResult
+) -> None:
+    refill = decision.refills
     if not refill:
         _drop_view_in_the_way(con, plan.target)
-    result.statements = plan.build_sql(snapshots, refill=refill)
+        _drop_state_tables(con, plan.target, keep=set(plan.state_tables))
+    result.statements = plan.build_sql(decision.windows, refill=refill)
     for statement in result.statements:
         con.execute(statement)
     row = con.execute(f"SELECT count(*) FROM {plan.target.sql()}").fetchone()

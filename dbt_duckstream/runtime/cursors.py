@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from ..sql import TableRef, quote
 from .lake import table_id
-from .operators.base import TableRef, quote
 
 CURSOR_TABLE = "_duckstream_cursors"
 

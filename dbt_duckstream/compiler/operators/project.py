@@ -4,6 +4,15 @@
     delta: SELECT a + b AS s, _ivm_m FROM delta(r)
 
 Bags keep duplicates: two input rows that project to the same output row stay two copies.
+
+>>> from dbt_duckstream.examples import show_delta
+>>> show_delta(
+...     "SELECT k % 2 AS parity FROM t",
+...     {"t": ("k INTEGER", "(1), (2), (3)")},
+...     "DELETE FROM t WHERE k = 3; INSERT INTO t VALUES (4), (6)",
+... )
+-1 (1,)
++2 (0,)
 """
 
 from __future__ import annotations
@@ -12,7 +21,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .base import MULT, Operator, RenderContext, Side, expr_sql, quote
+from ...sql import expr_sql, quote
+from ..render import MULT, RenderContext, Side
+from .base import Operator
 
 
 @dataclass(eq=False)

@@ -1,0 +1,107 @@
+"""The operator interface shared by every differentiation rule.
+
+Every operator describes a relation with named columns. It renders two kinds of SQL:
+
+* ``state(ctx, side)``: the relation as it was at the old snapshot (``"old"``) or is at the
+  new one (``"new"``), read through DuckLake time travel (or, for operators that keep state,
+  from their state table);
+* ``delta(ctx)``: its signed change between the two snapshots, the relation's columns plus an
+  ``_ivm_m`` column of non-zero multiplicities (+n: n copies gained, -n: n copies lost), or
+  ``None`` when no source below it changed.
+
+Rules compose bottom-up: an operator only ever asks its children for their state and delta.
+Each rendering is registered once per run as a named CTE, so the generated SQL reads in tree
+order.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+from ...sql import TableRef
+from ..render import RenderContext, Side
+
+
+class Operator(ABC):
+    """A node of the relational operator tree."""
+
+    #: position of the node in tree order (children first); names its CTEs
+    node_id: int = 0
+    kind: str = "operator"
+    #: compute the delta once into a temporary table (it is read by several statements)
+    materialize_delta: bool = False
+
+    @property
+    @abstractmethod
+    def columns(self) -> tuple[str, ...]:
+        """Output column names, in order."""
+
+    @property
+    @abstractmethod
+    def children(self) -> tuple[Operator, ...]: ...
+
+    @abstractmethod
+    def render_state(self, ctx: RenderContext, side: Side) -> str:
+        """SQL of the relation at one side of the window."""
+
+    @abstractmethod
+    def render_delta(self, ctx: RenderContext) -> str | None:
+        """SQL of the signed delta, or None when nothing below changed."""
+
+    @property
+    def name(self) -> str:
+        """The stem of this node's CTE names, e.g. ``join3``."""
+        return f"{self.kind}{self.node_id}"
+
+    def walk(self) -> Iterator[Operator]:
+        """Every node of the tree below and including this one, once, children first."""
+        seen: set[int] = set()
+
+        def visit(node: Operator) -> Iterator[Operator]:
+            if id(node) in seen:
+                return
+            seen.add(id(node))
+            for child in node.children:
+                yield from visit(child)
+            yield node
+
+        return visit(self)
+
+    def sources(self) -> set[TableRef]:
+        """The base tables this relation reads."""
+        return {table for node in self.walk() for table in node.own_sources()}
+
+    def own_sources(self) -> set[TableRef]:
+        """Base tables this node reads itself (a scan reads one)."""
+        return set()
+
+    def changes_in(self, ctx: RenderContext) -> bool:
+        return any(source.key in ctx.changed for source in self.sources())
+
+    def state(self, ctx: RenderContext, side: Side) -> str:
+        """The name of a CTE holding this relation at ``side`` (rendered once per run)."""
+        name = ctx.once(
+            self.node_id, side, lambda: ctx.cte(f"{self.name}_{side}", self.render_state(ctx, side))
+        )
+        assert name is not None
+        return name
+
+    def delta(self, ctx: RenderContext) -> str | None:
+        """The name of a relation holding this relation's delta, or None when nothing changed."""
+
+        def render() -> str | None:
+            sql = self.render_delta(ctx) if self.changes_in(ctx) else None
+            if sql is None:
+                return None
+            if self.materialize_delta:
+                return ctx.temp(f"{self.name}_delta", sql)
+            return ctx.cte(f"{self.name}_delta", sql)
+
+        return ctx.once(self.node_id, "delta", render)
+
+
+def number(root: Operator) -> None:
+    """Give every node its position in tree order (children first); shared nodes once."""
+    for position, node in enumerate(root.walk(), start=1):
+        node.node_id = position

@@ -1,0 +1,211 @@
+"""``compile_ivm``: model SQL in, an ``IVMPlan`` out.
+
+The plan holds the operator tree and renders, for a given snapshot window, the DDL of the
+maintained table, its build (with the state tables of the operators that keep state), and the
+maintenance statements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from ..errors import DuckstreamError
+from ..sql import TableRef, quote
+from .apply import Maintenance, delete_sql, insert_sql
+from .operators import Aggregate, Filter, Operator, Project
+from .operators.aggregate import key_name
+from .parse import parse_table, qualify_sql
+from .render import MULT, Mode, RenderContext
+from .tree import Schema, build_tree
+
+#: bumped whenever generated SQL or state changes meaning: maintained tables then rebuild once
+PLAN_FORMAT = 2
+
+#: the prefix of every state table of a model (``<prefix><model>_<node>``)
+STATE_PREFIX = "_duckstream_state_"
+
+Snapshots = dict[str, tuple[int, int]]
+
+
+@dataclass
+class IVMPlan:
+    """Everything needed to create and maintain one model."""
+
+    sql: str
+    target: TableRef
+    root: Operator
+    columns: tuple[str, ...]
+    column_types: tuple[str, ...] | None
+    key_columns: tuple[str, ...] | None
+    sql_hash: str
+    qualified_sql: str
+    sources: tuple[TableRef, ...] = field(default=())
+    #: the catalog and schema that unqualified names in ``sql`` resolve to
+    default_schema: tuple[str, str] = ("memory", "main")
+
+    @property
+    def catalogs(self) -> tuple[str, ...]:
+        return tuple(sorted({s.catalog for s in self.sources}))
+
+    @property
+    def aggregates(self) -> tuple[Aggregate, ...]:
+        """The operators that keep state, in tree order."""
+        return tuple(n for n in self.root.walk() if isinstance(n, Aggregate))
+
+    @property
+    def state_tables(self) -> tuple[TableRef, ...]:
+        return tuple(a.state_table for a in self.aggregates if a.state_table is not None)
+
+    def create_table_sql(self, snapshots: Snapshots) -> str:
+        if self.column_types is not None:
+            cols = ", ".join(
+                f"{quote(c)} {t}" for c, t in zip(self.columns, self.column_types, strict=True)
+            )
+            return f"CREATE TABLE {self.target.sql()} ({cols})"
+        return f"CREATE TABLE {self.target.sql()} AS {self.recompute_sql(snapshots)} LIMIT 0"
+
+    def _renamed_columns(self) -> str:
+        """The tree's output columns under the model's column names."""
+        return ", ".join(
+            f"{quote(inner)} AS {quote(outer)}"
+            for inner, outer in zip(self.root.columns, self.columns, strict=True)
+        )
+
+    def recompute_sql(self, snapshots: Snapshots) -> str:
+        """The model's rows at the new snapshot, from its sources alone."""
+        ctx = RenderContext(snapshots, mode=Mode.RECOMPUTE)
+        return ctx.query(f"SELECT {self._renamed_columns()} FROM {self.root.state(ctx, 'new')}")
+
+    def build_sql(self, snapshots: Snapshots, *, refill: bool = False) -> list[str]:
+        """Statements that (re)create the model, and its state, at the new snapshot.
+
+        ``refill`` empties and refills the existing tables instead of recreating them: the
+        same rows, a much cheaper DuckLake commit, and the tables keep their ids. Only for a
+        plan whose tables were created by this same plan.
+        """
+        if refill:
+            model = [f"DELETE FROM {self.target.sql()}"]
+        else:
+            model = [f"DROP TABLE IF EXISTS {self.target.sql()}", self.create_table_sql(snapshots)]
+        ctx = RenderContext(snapshots, mode=Mode.BUILD, refill=refill, prefix=self.target.name)
+        rows = self.root.state(ctx, "new")
+        rows_sql = ctx.query(f"SELECT {self._renamed_columns()} FROM {rows}")
+        ctx.statement(f"INSERT INTO {self.target.sql()} {rows_sql}")
+        return [*model, *ctx.statements]
+
+    def maintenance(self, snapshots: Snapshots, changed: frozenset[str]) -> Maintenance | None:
+        """Statements that bring the model from the old to the new snapshot (None: no change)."""
+        ctx = RenderContext(snapshots, changed, prefix=self.target.name)
+        delta = self.root.delta(ctx)
+        if delta is None:
+            return None
+        consolidated = ctx.temp(
+            "delta",
+            f"SELECT {self._renamed_columns()}, SUM({MULT})::BIGINT AS {MULT} FROM {delta}\n"
+            f"GROUP BY ALL HAVING SUM({MULT}) <> 0",
+        )
+        target = self.target.sql()
+        return Maintenance(
+            build=ctx.statements,
+            apply=[
+                delete_sql(target, self.columns, self.key_columns, consolidated),
+                insert_sql(target, self.columns, consolidated),
+            ],
+            delta_table=consolidated,
+            always=ctx.writes,
+            cleanup=ctx.cleanup(),
+        )
+
+    def strategies(self) -> dict[str, str]:
+        """How each operator that keeps state is maintained, by its node name."""
+        return {a.name: a.strategy for a in self.aggregates}
+
+    def explain(self) -> str:
+        """The plan's SQL for a window in which every source changed, for reading."""
+        snapshots = {c: (0, 1) for c in self.catalogs}
+        changed = frozenset(s.key for s in self.sources)
+        maintenance = self.maintenance(snapshots, changed)
+        assert maintenance is not None
+        strategies = "; ".join(f"{n}: {s}" for n, s in self.strategies().items())
+        parts = [
+            f"-- model {self.target.key}: keyed on {self.key_columns}"
+            + (f"; {strategies}" if strategies else ""),
+            "-- build (snapshot 1)",
+            *(s + ";" for s in self.build_sql(snapshots)),
+            "-- maintenance (snapshots 0 -> 1)",
+            *(s + ";" for s in maintenance.all()),
+        ]
+        return "\n".join(parts)
+
+
+def compile_ivm(
+    sql: str,
+    *,
+    target: TableRef | str,
+    schema: Schema,
+    catalog: str,
+    db: str = "main",
+    output_columns: list[tuple[str, str]] | None = None,
+) -> IVMPlan:
+    """Compile model SQL into an ``IVMPlan``.
+
+    ``schema`` gives the columns of every source table (catalog -> schema -> table -> column ->
+    type); unqualified table names resolve to ``catalog``.``db``. ``output_columns`` (names and
+    types, as DuckDB describes the query) fixes the maintained table's exact column names and
+    types; without it the table is created from the plan's own query.
+    """
+    if isinstance(target, str):
+        target = parse_table(target, catalog, db)
+    qualified = qualify_sql(sql, schema=schema, catalog=catalog, db=db)
+    root = build_tree(qualified, schema)
+    for node in root.walk():
+        if isinstance(node, Aggregate):
+            node.state_table = state_table(target, node.node_id)
+    columns = root.columns
+    types: tuple[str, ...] | None = None
+    if output_columns is not None:
+        if len(output_columns) != len(columns):
+            raise DuckstreamError(
+                f"the model has {len(output_columns)} columns but the plan {len(columns)}"
+            )
+        columns = tuple(name for name, _ in output_columns)
+        types = tuple(t for _, t in output_columns)
+    qualified_sql = qualified.sql(dialect="duckdb")
+    digest = hashlib.sha256(f"{PLAN_FORMAT}\n{target.key}\n{qualified_sql}".encode()).hexdigest()
+    return IVMPlan(
+        sql=sql,
+        target=target,
+        root=root,
+        columns=columns,
+        column_types=types,
+        key_columns=_key_columns(root, columns),
+        sql_hash=digest[:16],
+        qualified_sql=qualified_sql,
+        sources=tuple(sorted(root.sources(), key=lambda s: s.key)),
+        default_schema=(catalog, db),
+    )
+
+
+def state_table(target: TableRef, node_id: int) -> TableRef:
+    """Where an operator of a model keeps its state: beside the model."""
+    return target.sibling(f"{STATE_PREFIX}{target.name}_{node_id}")
+
+
+def _key_columns(root: Operator, columns: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Output columns that identify a row, when the model is one row per group key."""
+    if not isinstance(root, Project):
+        return None
+    below = root.child.child if isinstance(root.child, Filter) else root.child
+    if not isinstance(below, Aggregate):
+        return None
+    positions: dict[str, str] = {}
+    for (_, expression), column in zip(root.outputs, columns, strict=True):
+        if isinstance(expression, exp.Column) and not expression.table:
+            positions.setdefault(expression.name, column)
+    keys = [positions.get(key_name(i)) for i in range(len(below.keys))]
+    if any(k is None for k in keys):
+        return None
+    return tuple(k for k in keys if k is not None)

@@ -1,0 +1,128 @@
+"""What one rendering of a plan knows, and the SQL statements it accumulates.
+
+Operators render themselves into named CTEs; a few relations are worth computing once and
+reading from several statements (a source's delta, an aggregate's touched groups), and those
+become temporary tables. Every statement carries exactly the CTEs it refers to, so the SQL of
+a run reads top to bottom in tree order.
+
+A rendering is for one of three purposes (``Mode``): recomputing the model from its sources
+alone, building it (stored operators create their state tables), or maintaining it over a
+snapshot window (stored operators read their state and write the change to it at the end).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+from ..sql import indent, quote
+
+Side = Literal["old", "new"]
+#: the column of signed multiplicities in every delta
+MULT = "_ivm_m"
+
+
+class Mode(StrEnum):
+    RECOMPUTE = "recompute"
+    BUILD = "build"
+    MAINTAIN = "maintain"
+
+
+@dataclass
+class RenderContext:
+    """A snapshot window, the sources that changed in it, and the statements rendered so far.
+
+    ``snapshots`` maps a catalog name to ``(old, new)``: the snapshot the model was last brought
+    to, and the snapshot pinned at the start of this run. ``prefix`` keeps temporary table
+    names of different models apart.
+    """
+
+    snapshots: dict[str, tuple[int, int]]
+    changed: frozenset[str] = frozenset()
+    mode: Mode = Mode.MAINTAIN
+    #: build into existing state tables (emptied and refilled) instead of recreating them
+    refill: bool = False
+    prefix: str = ""
+    #: statements that compute, in order, what the final query reads
+    statements: list[str] = field(default_factory=list)
+    #: statements that bring stored state to the new snapshot, after the model is written
+    writes: list[str] = field(default_factory=list)
+    #: temporary tables to drop when the run ends
+    temps: list[str] = field(default_factory=list)
+    _ctes: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    _memo: dict[tuple[int, str], str | None] = field(default_factory=dict)
+
+    def version(self, catalog: str, side: Side) -> int:
+        old, new = self.snapshots[catalog]
+        return old if side == "old" else new
+
+    def once(self, node_id: int, what: str, render: Callable[[], str | None]) -> str | None:
+        """The name ``render`` returns for this node and purpose, rendered once per context."""
+        key = (node_id, what)
+        if key not in self._memo:
+            self._memo[key] = render()
+        return self._memo[key]
+
+    def cte(self, name: str, sql: str, *, materialized: bool = False) -> str:
+        """Register ``sql`` as a CTE and return the name to select from.
+
+        A materialized CTE is computed once and shields its query from filters pushed down
+        from outside.
+        """
+        self._ctes[name] = (sql, materialized)
+        return quote(name)
+
+    def temp(self, name: str, select: str) -> str:
+        """Compute ``select`` into a temporary table now; return its name."""
+        table = quote(f"_ivm_{self.prefix}_{name}")
+        self.statement(f"CREATE OR REPLACE TEMP TABLE {table} AS\n{self.query(select)}")
+        self.temps.append(table)
+        return table
+
+    def statement(self, sql: str) -> None:
+        """Add a statement; a SELECT inside it comes with its CTEs through ``query``."""
+        self.statements.append(sql)
+
+    def write(self, sql: str) -> None:
+        """Add a statement that changes stored state after the model is written."""
+        self.writes.append(sql)
+
+    def query(self, sql: str) -> str:
+        """A SELECT preceded by a WITH clause of exactly the CTEs it reads, in order."""
+        needed = self._referenced(sql)
+        if not needed:
+            return sql
+        body = ",\n".join(
+            f"{quote(name)} AS {'MATERIALIZED ' if self._ctes[name][1] else ''}"
+            f"(\n{indent(self._ctes[name][0])}\n)"
+            for name in self._ctes
+            if name in needed
+        )
+        return f"WITH {body}\n{sql}"
+
+    def cleanup(self) -> list[str]:
+        return [f"DROP TABLE IF EXISTS {table}" for table in self.temps]
+
+    def _referenced(self, sql: str) -> set[str]:
+        """CTE names ``sql`` reads, directly or through other CTEs."""
+        found: set[str] = set()
+        pending = [sql]
+        while pending:
+            text = pending.pop()
+            for name in _quoted_names(text):
+                if name in self._ctes and name not in found:
+                    found.add(name)
+                    pending.append(self._ctes[name][0])
+        return found
+
+
+#: a string literal or a quoted identifier, each with its doubled-quote escapes
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"((?:[^\"]|\"\")+)\"")
+
+
+def _quoted_names(sql: str) -> set[str]:
+    """Quoted identifiers in ``sql``, string literals skipped."""
+    return {m.group(1).replace('""', '"') for m in _QUOTED.finditer(sql) if m.group(1)}

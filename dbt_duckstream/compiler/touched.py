@@ -1,0 +1,63 @@
+"""Touched keys: the step every key-scoped rule shares.
+
+An operator whose output for a key (a group, a window partition, a join key) depends on all of
+its input rows with that key has no row-by-row rule; but only the keys its input delta touches
+can change. So: find the touched keys, retract the operator's old rows of those keys, assert
+its new rows of those keys, both computed from the input restricted to them.
+
+    keys:  SELECT DISTINCT k FROM delta(r)
+    delta: f(r@new SEMI JOIN keys) with +1  UNION ALL  f(r@old SEMI JOIN keys) with -1
+
+Key values match with IS NOT DISTINCT FROM: GROUP BY, PARTITION BY and set operations put NULLs
+together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlglot import exp
+
+from ..sql import expr_sql, quote, same_values
+from .operators.base import Operator
+from .render import MULT, RenderContext
+
+
+def key_name(i: int) -> str:
+    """The column holding the i-th key in a touched-keys relation."""
+    return f"_ivm_k{i}"
+
+
+def touched_keys(ctx: RenderContext, name: str, delta: str, keys: Sequence[exp.Expr]) -> str:
+    """A CTE of the distinct values of ``keys`` (expressions over ``delta``'s columns)."""
+    select = ", ".join(f"{expr_sql(k)} AS {quote(key_name(i))}" for i, k in enumerate(keys))
+    return ctx.cte(name, f"SELECT DISTINCT {select} FROM {delta}")
+
+
+def restrict(relation: str, keys: Sequence[exp.Expr], touched: str) -> str:
+    """``relation``'s rows whose ``keys`` are among the touched ones (a FROM item)."""
+    match = same_values(
+        (f"({expr_sql(k)})", f"{touched}.{quote(key_name(i))}") for i, k in enumerate(keys)
+    )
+    return f"{relation} SEMI JOIN {touched} ON {match}"
+
+
+def key_scoped_delta(
+    ctx: RenderContext,
+    name: str,
+    child: Operator,
+    keys: Sequence[exp.Expr],
+    compute: Callable[[str], str],
+) -> str | None:
+    """Retract ``compute`` over the old input of the touched keys, assert it over the new.
+
+    ``keys`` are expressions over ``child``'s columns; ``compute`` maps a FROM item (the
+    child's rows of the touched keys, at one side) to the operator's rows (a SELECT).
+    """
+    delta = child.delta(ctx)
+    if delta is None:
+        return None
+    touched = touched_keys(ctx, f"{name}_keys", delta, keys)
+    old = compute(restrict(child.state(ctx, "old"), keys, touched))
+    new = compute(restrict(child.state(ctx, "new"), keys, touched))
+    return f"SELECT *, -1 AS {MULT} FROM ({old})\nUNION ALL\nSELECT *, 1 AS {MULT} FROM ({new})"

@@ -1,0 +1,18 @@
+"""The runtime: DuckLake access, the per-run decision, and runs carried out in one
+transaction each."""
+
+from .decide import Decision, Strategy
+from .lake import attach_lake, load_ducklake
+from .run import RunResult, prepare, rebuild_unmaintainable, refresh, using
+
+__all__ = [
+    "Decision",
+    "RunResult",
+    "Strategy",
+    "attach_lake",
+    "load_ducklake",
+    "prepare",
+    "rebuild_unmaintainable",
+    "refresh",
+    "using",
+]

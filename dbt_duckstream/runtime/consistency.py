@@ -1,0 +1,84 @@
+"""Does a maintained table equal a fresh recomputation of its SQL?
+
+As bags: a missing or an extra copy of a row is a difference, so row counts agree exactly.
+Floating-point values may differ from a recomputation in their last bits (a sum maintained
+over many runs adds in another order), so rows left over by ``EXCEPT ALL`` in both directions
+are paired: equal in every other column, and floats within a relative 1e-9 (or 1e-12
+absolutely), paired in their sorted order. Whatever stays unpaired is a difference.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from ..sql import quote, same_values
+from .lake import describe
+
+FLOAT_TYPES = frozenset({"FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8"})
+RELATIVE_TOLERANCE = 1e-9
+ABSOLUTE_TOLERANCE = 1e-12
+
+
+def _close(a: str, b: str) -> str:
+    """Two floats that a maintained and a recomputed value may be."""
+    return (
+        f"({a} IS NOT DISTINCT FROM {b} OR abs({a} - {b}) <= "
+        f"greatest({RELATIVE_TOLERANCE} * greatest(abs({a}), abs({b})), {ABSOLUTE_TOLERANCE}))"
+    )
+
+
+def differences_sql(table: str, query: str, columns: list[tuple[str, str]]) -> str:
+    """Rows in one side but not the other, with a ``_side`` column naming where they are."""
+    names = [c for c, _ in columns]
+    floats = [i for i, (_, t) in enumerate(columns) if t.upper() in FLOAT_TYPES]
+    exact = [i for i in range(len(columns)) if i not in floats]
+    select = ", ".join(quote(c) for c in names)
+    leftovers = (
+        f"WITH maintained AS (SELECT {select} FROM {table}),\n"
+        f"expected AS (SELECT {select} FROM ({query})),\n"
+        f"only_table AS (SELECT * FROM maintained EXCEPT ALL SELECT * FROM expected),\n"
+        f"only_query AS (SELECT * FROM expected EXCEPT ALL SELECT * FROM maintained)"
+    )
+    if not floats:
+        return (
+            f"{leftovers}\n"
+            f"SELECT 'only in table' AS _side, * FROM only_table\n"
+            f"UNION ALL\n"
+            f"SELECT 'only in recomputation' AS _side, * FROM only_query"
+        )
+    partition = ", ".join(quote(names[i]) for i in exact)
+    order = ", ".join(quote(names[i]) for i in floats)
+    numbered = (
+        f"row_number() OVER ({f'PARTITION BY {partition} ' if partition else ''}ORDER BY {order})"
+    )
+
+    def side(prefix: str) -> str:
+        return ", ".join(f"{quote(c)} AS {quote(f'{prefix}{i}')}" for i, c in enumerate(names))
+
+    paired = same_values(
+        [(f"t.{quote(f't{i}')}", f"q.{quote(f'q{i}')}") for i in exact]
+        + [("t._ivm_tn", "q._ivm_qn")]
+    )
+    close = " AND ".join(_close(f"t.{quote(f't{i}')}", f"q.{quote(f'q{i}')}") for i in floats)
+
+    def out(prefix: str) -> str:
+        return ", ".join(f"{quote(f'{prefix}{i}')} AS {quote(c)}" for i, c in enumerate(names))
+
+    return (
+        f"{leftovers},\n"
+        f"t AS (SELECT {side('t')}, {numbered} AS _ivm_tn FROM only_table),\n"
+        f"q AS (SELECT {side('q')}, {numbered} AS _ivm_qn FROM only_query),\n"
+        f"pairs AS (SELECT t.*, q.*, _ivm_tn IS NOT NULL AS _in_t, _ivm_qn IS NOT NULL AS _in_q,"
+        f" coalesce(_ivm_tn IS NOT NULL AND _ivm_qn IS NOT NULL AND {close}, FALSE) AS _close"
+        f" FROM t FULL JOIN q ON {paired})\n"
+        f"SELECT 'only in table' AS _side, {out('t')} FROM pairs WHERE _in_t AND NOT _close\n"
+        f"UNION ALL\n"
+        f"SELECT 'only in recomputation' AS _side, {out('q')} FROM pairs WHERE _in_q AND NOT _close"
+    )
+
+
+def differences(
+    con: duckdb.DuckDBPyConnection, table: str, query: str, limit: int = 20
+) -> list[tuple]:
+    columns = describe(con, table)
+    return con.execute(f"{differences_sql(table, query, columns)} LIMIT {limit}").fetchall()

@@ -1,0 +1,339 @@
+"""What a run does, decided before anything is written: one ``Decision`` per run.
+
+The triggers are tried in the order of ``TRIGGERS``; the first that applies decides:
+
+    first run -> full refresh -> model SQL changed -> source feed broken (recreated, altered,
+    expired) -> nothing changed -> maintenance would cost more than a rebuild -> maintain
+
+Everything is read from DuckLake's catalog metadata; no data is read. The cost choice weighs
+what maintenance reads and writes against what a rebuild does (``estimate``), in rows:
+
+    maintain ~ rows of data files added in the window
+             + rows of the data files whose deletes changed in the window
+             + INSERT_WEIGHT * rows inserted + DELETE_WEIGHT * rows deleted
+             + rows of the inputs a join term or a recomputed aggregate reads in full
+    rebuild  ~ rows of every input table + OUTPUT_WEIGHT * rows of the model
+
+The weights are per-row costs relative to scanning a row, measured with the TPC-H benchmark
+(``make bench``) on DuckDB 1.5. A run rebuilds when maintenance is estimated to cost more than
+``rebuild_above`` of a rebuild, so a large batch never costs much more than rebuilding.
+Deleted rows are counted from the cumulative counts of the delete files the window touched
+(DuckLake extends one delete file per data file across snapshots): an upper bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cached_property
+from typing import Any
+
+import duckdb
+
+from ..compiler import IVMPlan
+from ..compiler.operators import Aggregate, Join, Operator
+from ..errors import ConfigurationError
+from .cursors import Cursor
+from .lake import feed_status, metadata_catalog, snapshot_exists
+
+#: rebuild when the estimated maintenance work exceeds this share of a rebuild's
+REBUILD_ABOVE = 1.0
+#: an inserted row through the feed, the deltas and the apply, against a row scanned
+INSERT_WEIGHT = 20
+#: a deleted row, whose pre-image the feed looks up (about 1.5 µs a row in DuckLake 1.5)
+DELETE_WEIGHT = 200
+#: a model row written by a rebuild, against a row scanned
+OUTPUT_WEIGHT = 20
+
+
+class Strategy(StrEnum):
+    INITIAL = "initial"
+    INCREMENTAL = "incremental"
+    REBUILD = "rebuild"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Rows a maintenance run and a rebuild would read or write."""
+
+    changed_rows: int  # rows inserted, plus (at most) rows deleted, in the window
+    maintain_rows: int
+    rebuild_rows: int
+
+    @property
+    def share(self) -> float:
+        return self.maintain_rows / max(self.rebuild_rows, 1)
+
+    def rebuild_is_cheaper(self, above: float = REBUILD_ABOVE) -> bool:
+        return self.share > above
+
+    def describe(self) -> str:
+        return (
+            f"up to {self.changed_rows} rows changed; estimated maintenance cost "
+            f"{self.share:.0%} of a rebuild's"
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a run will do, why, and over which window."""
+
+    strategy: Strategy
+    reason: str
+    #: per catalog, the window applied: (cursor, pinned), or (pinned, pinned) for a build
+    windows: dict[str, tuple[int, int]]
+    #: the sources (keys) that changed in the window
+    changed: frozenset[str] = frozenset()
+    estimate: Estimate | None = None
+
+    @property
+    def refills(self) -> bool:
+        """A rebuild chosen for cost: the plan's tables exist and are refilled in place."""
+        return self.strategy is Strategy.REBUILD and bool(self.changed)
+
+
+@dataclass
+class Situation:
+    """What a run knows when it decides: the plan, the pinned snapshots, the table ids of the
+    sources and the model, and the model's cursors."""
+
+    con: duckdb.DuckDBPyConnection
+    plan: IVMPlan
+    pinned: dict[str, int]
+    ids: dict[str, int | None]
+    cursors: dict[str, Cursor]
+    full_refresh: bool = False
+    rebuild_above: float | None = REBUILD_ABOVE
+
+    @property
+    def window(self) -> dict[str, tuple[int, int]]:
+        """(cursor, pinned) per catalog; a catalog without a cursor starts at the pin."""
+        old = {c.catalog: c.snapshot_id for c in self.cursors.values()}
+        return {cat: (old.get(cat, snap), snap) for cat, snap in self.pinned.items()}
+
+    @property
+    def build_window(self) -> dict[str, tuple[int, int]]:
+        return {cat: (snap, snap) for cat, snap in self.pinned.items()}
+
+    def rebuild(self, reason: str, strategy: Strategy = Strategy.REBUILD) -> Decision:
+        return Decision(strategy, reason, self.build_window)
+
+    @cached_property
+    def feed(self) -> tuple[frozenset[str], str | None]:
+        """The sources that changed in the window, or why the change feed cannot be used."""
+        changed: set[str] = set()
+        for catalog in self.plan.catalogs:
+            sources = [s for s in self.plan.sources if s.catalog == catalog]
+            old = self.cursors[sources[0].key].snapshot_id
+            if old == self.pinned[catalog]:
+                continue
+            for source in sources:
+                if self.ids[source.key] != self.cursors[source.key].table_id:
+                    return frozenset(), f"source {source.key} was dropped or recreated"
+            if not snapshot_exists(self.con, catalog, old):
+                return frozenset(), f"snapshot {old} of {catalog} expired behind the cursor"
+            by_id = {tid: s for s in sources if (tid := self.ids[s.key]) is not None}
+            status = feed_status(self.con, catalog, old, self.pinned[catalog], set(by_id))
+            for tid, what in status.broken.items():
+                return frozenset(), f"source {by_id[tid].key} {what}"
+            changed |= {by_id[tid].key for tid in status.changed}
+        return frozenset(changed), None
+
+    @cached_property
+    def costs(self) -> Estimate:
+        """What maintaining this window and rebuilding would cost (``estimate``)."""
+        changed, _ = self.feed
+        return estimate(self.con, self.plan, self.window, changed, self.ids)
+
+
+Trigger = Callable[[Situation], "Decision | None"]
+
+
+def first_run(s: Situation) -> Decision | None:
+    if not s.cursors or s.ids[s.plan.target.key] is None:
+        return s.rebuild("first run", Strategy.INITIAL)
+    return None
+
+
+def full_refresh(s: Situation) -> Decision | None:
+    return s.rebuild("full refresh requested") if s.full_refresh else None
+
+
+def sql_changed(s: Situation) -> Decision | None:
+    sources = {source.key for source in s.plan.sources}
+    if set(s.cursors) != sources or any(c.sql_hash != s.plan.sql_hash for c in s.cursors.values()):
+        return s.rebuild("model SQL changed")
+    return None
+
+
+def feed_broken(s: Situation) -> Decision | None:
+    _, broken = s.feed
+    return s.rebuild(broken) if broken is not None else None
+
+
+def nothing_changed(s: Situation) -> Decision | None:
+    changed, _ = s.feed
+    if changed:
+        return None
+    return Decision(Strategy.UNCHANGED, "no source changed", s.window)
+
+
+def cheaper_to_rebuild(s: Situation) -> Decision | None:
+    if s.rebuild_above is None:
+        return None
+    changed, _ = s.feed
+    if not s.costs.rebuild_is_cheaper(s.rebuild_above):
+        return None
+    reason = f"cheaper than maintenance: {s.costs.describe()} (rebuild above {s.rebuild_above:.0%})"
+    return Decision(Strategy.REBUILD, reason, s.build_window, changed, s.costs)
+
+
+def maintain(s: Situation) -> Decision:
+    changed, _ = s.feed
+    reason = f"{len(changed)} of {len(s.plan.sources)} sources changed"
+    found = s.costs if s.rebuild_above is not None else None
+    if found is not None:
+        reason += f"; {found.describe()}"
+    return Decision(Strategy.INCREMENTAL, reason, s.window, changed, found)
+
+
+#: the triggers, in the order they are tried; ``maintain`` ends every list
+TRIGGERS: tuple[Trigger, ...] = (
+    first_run,
+    full_refresh,
+    sql_changed,
+    feed_broken,
+    nothing_changed,
+    cheaper_to_rebuild,
+)
+
+
+def decide(situation: Situation) -> Decision:
+    for trigger in TRIGGERS:
+        decision = trigger(situation)
+        if decision is not None:
+            return decision
+    return maintain(situation)
+
+
+def rebuild_above(value: Any) -> float | None:
+    """``ivm_rebuild_above``: a share of a rebuild's cost, ``never``, or unset (the default)."""
+    if value is None:
+        return REBUILD_ABOVE
+    if value == "never":
+        return None
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        share = -1.0
+    if share < 0:
+        raise ConfigurationError(
+            f"ivm_rebuild_above={value!r}: give a share of a rebuild's cost (e.g. 1.0, the "
+            "default; 0 always rebuilds), or 'never' to always maintain"
+        )
+    return share
+
+
+def estimate(
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    windows: dict[str, tuple[int, int]],
+    changed: frozenset[str],
+    ids: dict[str, int | None],
+) -> Estimate:
+    """The estimate for a window in which the sources ``changed`` (keys) changed; ``ids``
+    holds the table ids of the sources and of the model."""
+    rows: dict[str, int] = {}
+    feed_rows = inserted_rows = deleted_rows = 0
+    tables = [*plan.sources, plan.target]
+    for catalog, window in windows.items():
+        known = {
+            t.key: tid
+            for t in tables
+            if t.catalog == catalog and (tid := ids.get(t.key)) is not None
+        }
+        counts = _record_counts(con, catalog, set(known.values()))
+        rows |= {key: counts.get(tid, 0) for key, tid in known.items()}
+        touched = {tid for key, tid in known.items() if key in changed}
+        inserted, pre_images, deleted = _window_files(con, catalog, window, touched)
+        feed_rows += inserted + pre_images
+        inserted_rows += inserted
+        deleted_rows += deleted
+    model_rows = rows.pop(plan.target.key, 0)
+    return Estimate(
+        inserted_rows + deleted_rows,
+        feed_rows
+        + INSERT_WEIGHT * inserted_rows
+        + DELETE_WEIGHT * deleted_rows
+        + full_reads(plan.root, changed, rows),
+        sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
+    )
+
+
+def full_reads(root: Operator, changed: frozenset[str], rows: dict[str, int]) -> int:
+    """Rows of inputs read in full by the delta: a join term joins one input's delta with
+    every other input's whole state; an aggregate without a fold recomputes the touched groups
+    from its input at the new snapshot."""
+    total = 0
+    for node in root.walk():
+        if isinstance(node, Join):
+            for i, child in enumerate(node.children):
+                if _changes(child, changed):
+                    others = [c for j, c in enumerate(node.children) if j != i]
+                    total += sum(_rows(c, rows) for c in others)
+        elif isinstance(node, Aggregate) and not node.folds and _changes(node, changed):
+            total += _rows(node.child, rows)
+    return total
+
+
+def _changes(node: Operator, changed: frozenset[str]) -> bool:
+    return any(s.key in changed for s in node.sources())
+
+
+def _rows(node: Operator, rows: dict[str, int]) -> int:
+    return sum(rows.get(s.key, 0) for s in node.sources())
+
+
+def _window_files(
+    con: duckdb.DuckDBPyConnection, catalog: str, window: tuple[int, int], tables: set[int]
+) -> tuple[int, int, int]:
+    """Rows inserted in the window's new data files; rows of the data files whose deletes
+    changed in the window (their pre-images are read from them); deleted rows (at most)."""
+    if not tables:
+        return 0, 0, 0
+    meta = metadata_catalog(catalog)
+    old, new = window
+    ids = ", ".join(str(i) for i in sorted(tables))
+    row = con.execute(
+        f"SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file "
+        f"WHERE table_id IN ({ids}) AND begin_snapshot > ? AND begin_snapshot <= ?",
+        [old, new],
+    ).fetchone()
+    inserted = int(row[0]) if row else 0
+    # DuckLake extends one delete file per data file across snapshots (``partial_max``)
+    row = con.execute(
+        "SELECT coalesce(sum(f.record_count), 0), coalesce(sum(d.delete_count), 0) "
+        f"FROM {meta}.ducklake_delete_file AS d JOIN {meta}.ducklake_data_file AS f "
+        "USING (data_file_id) "
+        f"WHERE d.table_id IN ({ids}) AND d.begin_snapshot <= ? "
+        "AND coalesce(d.partial_max, d.begin_snapshot) > ? "
+        "AND (d.end_snapshot IS NULL OR d.end_snapshot > ?)",
+        [new, old, new],
+    ).fetchone()
+    pre_images, deleted = (int(row[0]), int(row[1])) if row else (0, 0)
+    return inserted, pre_images, deleted
+
+
+def _record_counts(
+    con: duckdb.DuckDBPyConnection, catalog: str, tables: set[int]
+) -> dict[int, int]:
+    if not tables:
+        return {}
+    meta = metadata_catalog(catalog)
+    found = con.execute(
+        f"SELECT table_id, record_count FROM {meta}.ducklake_table_stats "
+        f"WHERE table_id IN ({', '.join(str(i) for i in sorted(tables))})"
+    ).fetchall()
+    return {int(t): int(n or 0) for t, n in found}

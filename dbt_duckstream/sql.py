@@ -1,0 +1,82 @@
+"""SQL text: identifiers, literals, table names and key matches, shared by every layer.
+
+Pure string building, no database: the compiler, the runtime, the dbt bridge and the Spark
+data source all write DuckDB SQL through these, so quoting is done one way everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table in an attached catalog (a DuckLake for sources and models)."""
+
+    catalog: str
+    schema: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """A readable identity, used in messages and as the cursor's source name."""
+        return f"{self.catalog}.{self.schema}.{self.name}"
+
+    def sql(self) -> str:
+        return ".".join(quote(part) for part in (self.catalog, self.schema, self.name))
+
+    def sibling(self, name: str) -> TableRef:
+        """Another table in the same schema (the model's bookkeeping lives beside it)."""
+        return TableRef(self.catalog, self.schema, name)
+
+
+def quote(name: str) -> str:
+    """Quote an identifier for DuckDB.
+
+    >>> quote('a"b')
+    '"a""b"'
+    """
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """A SQL string literal.
+
+    >>> literal("it's")
+    "'it''s'"
+    """
+    return "'" + text.replace("'", "''") + "'"
+
+
+def column_list(columns: Iterable[str], prefix: str = "") -> str:
+    """``"a", "b"``, or ``t."a", t."b"`` with a prefix."""
+    return ", ".join(f"{prefix}{quote(c)}" for c in columns)
+
+
+def same_key(left: str, right: str, columns: Iterable[str], *, empty: str = "TRUE") -> str:
+    """Rows of ``left`` and ``right`` with equal ``columns``, NULLs equal to NULLs (as GROUP BY
+    and set operations group them).
+
+    >>> same_key("t", "d", ["k", "g"])
+    't."k" IS NOT DISTINCT FROM d."k" AND t."g" IS NOT DISTINCT FROM d."g"'
+    """
+    pairs = [(f"{left}.{quote(c)}", f"{right}.{quote(c)}") for c in columns]
+    return same_values(pairs, empty=empty)
+
+
+def same_values(pairs: Iterable[tuple[str, str]], *, empty: str = "TRUE") -> str:
+    """``a IS NOT DISTINCT FROM b AND ...`` over SQL expression pairs; ``empty`` when none."""
+    matches = [f"{a} IS NOT DISTINCT FROM {b}" for a, b in pairs]
+    return " AND ".join(matches) or empty
+
+
+def expr_sql(expression: exp.Expr) -> str:
+    """A sqlglot expression as DuckDB SQL."""
+    return expression.sql(dialect="duckdb")
+
+
+def indent(sql: str, by: str = "  ") -> str:
+    return "\n".join(by + line if line else line for line in sql.splitlines())
