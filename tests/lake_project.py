@@ -50,7 +50,7 @@ class WriterReport:
 
 @contextmanager
 def source_writer(
-    project: CatalogProject, seed: int = 1, pause_ms: str = "50-200", touch_twice: bool = False
+    project: CatalogProject, seed: int = 1, pause_ms: str = "50-200"
 ) -> Iterator[list[WriterReport]]:
     """Run ``tests.source_writer`` against the project's lake for the block's duration.
 
@@ -75,7 +75,6 @@ def source_writer(
             str(seed),
             "--pause-ms",
             pause_ms,
-            *(["--touch-twice"] if touch_twice else []),
         ],
         cwd=REPOSITORY,
         stdout=subprocess.PIPE,

@@ -4,9 +4,7 @@ On a shared catalog (SQLite, PostgreSQL) a commit can lose to another process's.
 the Spark writer retry the whole unit (``dbt_duckstream.retry``): these tests provoke each kind
 of lost race, then run dbt against a writer committing every 50-200 ms.
 
-``DUCKSTREAM_CONCURRENT_RUNS`` sets the dbt runs made while the writer commits (default 3);
-``DUCKSTREAM_WRITER_TOUCH_TWICE=1`` lets one writer transaction change a row twice (DuckLake's
-feed misreports that on data files, DuckLake #1387: see ``tests/source_writer.py``).
+``DUCKSTREAM_CONCURRENT_RUNS`` sets the dbt runs made while the writer commits (default 3).
 """
 
 from __future__ import annotations
@@ -41,7 +39,6 @@ pytestmark = pytest.mark.xdist_group("concurrency")
 
 #: dbt runs made while the writer commits, per catalog
 RUNS = int(os.environ.get("DUCKSTREAM_CONCURRENT_RUNS", "3"))
-TOUCH_TWICE = os.environ.get("DUCKSTREAM_WRITER_TOUCH_TWICE") == "1"
 
 #: the messages of lost commit races, as DuckDB 1.5.5 reported them here
 LOST_RACES = [
@@ -281,7 +278,7 @@ def test_dbt_runs_succeed_while_a_writer_commits(
     strategies: dict[str, int] = {}
     seconds: list[float] = []
     retried = 0
-    with source_writer(project, seed=len(backend), touch_twice=TOUCH_TWICE) as report:
+    with source_writer(project, seed=len(backend)) as report:
         for _ in range(RUNS):  # the first run builds the models, the others maintain them
             run_started = time.monotonic()
             run = project.dbt("run")  # fails the test if any model fails
