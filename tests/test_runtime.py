@@ -140,6 +140,22 @@ def test_expired_snapshots_behind_the_cursor_rebuild(model, lake):
     model.assert_consistent()
 
 
+def test_expired_snapshots_without_changes_to_the_sources_cost_no_rebuild(model, lake):
+    for i in range(3):
+        lake.execute(f"INSERT INTO other VALUES ({i})")  # not a source of the model
+    lake.execute("CALL ducklake_merge_adjacent_files('lake')")
+    lake.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    before = snapshot(lake)
+    result = model.refresh()
+    assert result.strategy == "unchanged" and "expired" in result.reason
+    assert snapshot(lake) == before + 1  # the cursor moved past the expired snapshots
+    assert model.refresh().strategy == "unchanged"
+    assert snapshot(lake) == before + 1
+    lake.execute("INSERT INTO t VALUES (1, 1)")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
 def test_changed_model_sql_rebuilds(model, lake):
     changed = Model(lake, "m", SQL.replace("sum(v)", "max(v)"))
     result = changed.refresh()

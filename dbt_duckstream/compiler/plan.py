@@ -60,6 +60,15 @@ class IVMPlan:
                 names += [c for c in node.read if c not in names]
         return {key: tuple(names) for key, names in reads.items()}
 
+    def hides_snapshot_id(self, source: str) -> bool:
+        """Whether a source has a column named ``snapshot_id`` (DuckLake's virtual one then
+        cannot be read)."""
+        return any(
+            n.hides_snapshot_id
+            for n in self.root.walk()
+            if isinstance(n, Scan) and n.table.key == source
+        )
+
     @property
     def aggregates(self) -> tuple[Aggregate, ...]:
         """The operators that keep state, in tree order."""

@@ -36,7 +36,9 @@ import duckdb
 from ..compiler import IVMPlan
 from ..compiler.operators import Aggregate, Join, Operator
 from ..errors import ConfigurationError
+from ..sql import TableRef
 from .lake import (
+    live_rows,
     metadata_catalog,
     read_columns,
     snapshot_changes,
@@ -95,6 +97,8 @@ class Decision:
     #: the sources (keys) that changed in the window
     changed: frozenset[str] = frozenset()
     estimate: Estimate | None = None
+    #: an unchanged run that still records new cursors (the old ones expired)
+    advance: bool = False
 
     @property
     def refills(self) -> bool:
@@ -120,6 +124,9 @@ class WindowChanges:
     broken: str | None = None
     #: a write to the model's own tables that no run of the model made
     foreign: str | None = None
+    #: catalogs whose snapshots behind the cursor expired, while the sources there provably
+    #: did not change: the cursor moves past them
+    expired: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -158,6 +165,7 @@ class Situation:
         changed: set[str] = set()
         altered: set[str] = set()
         foreign: str | None = None
+        expired: set[str] = set()
         own = {self.plan.target, *self.plan.state_tables}
         for catalog, (old, new) in self.window.items():
             if old == new:
@@ -167,9 +175,12 @@ class Situation:
                 if self.ids[source.key] != self.cursors[source.key].table_id:
                     return WindowChanges(broken=f"source {source.key} was dropped or recreated")
             if not snapshot_exists(self.con, catalog, old):
-                return WindowChanges(
-                    broken=f"snapshot {old} of {catalog} expired behind the cursor"
-                )
+                if not all(self._unchanged_since(s, old, new) for s in sources):
+                    return WindowChanges(
+                        broken=f"snapshot {old} of {catalog} expired behind the cursor"
+                    )
+                expired.add(catalog)
+                continue
             by_id = {tid: s.key for s in sources if (tid := self.ids[s.key]) is not None}
             mine = {tid for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
             for change in snapshot_changes(self.con, catalog, old, new, set(by_id) | mine):
@@ -192,7 +203,19 @@ class Situation:
                     broken=f"a source in {catalog} writes deletion vectors, in which DuckLake "
                     "does not record which snapshot deleted a row"
                 )
-        return WindowChanges(frozenset(changed), frozenset(altered), None, foreign)
+        return WindowChanges(
+            frozenset(changed), frozenset(altered), None, foreign, frozenset(expired)
+        )
+
+    def _unchanged_since(self, source: TableRef, old: int, new: int) -> bool:
+        """Whether a source's rows at ``new`` are exactly its rows at the (expired) snapshot
+        ``old``: no live row version was written after ``old``, so every row live now was live
+        then, and the row count is the one recorded with the cursor."""
+        cursor = self.cursors[source.key]
+        if cursor.rows is None or self.plan.hides_snapshot_id(source.key):
+            return False
+        rows, newest = live_rows(self.con, source, new, newest=True)
+        return newest <= old and rows == cursor.rows
 
     @cached_property
     def costs(self) -> Estimate:
@@ -249,6 +272,9 @@ def foreign_writes(s: Situation) -> Decision | None:
 def nothing_changed(s: Situation) -> Decision | None:
     if s.changes.changed:
         return None
+    if s.changes.expired:
+        reason = "no source changed; the cursor moves past expired snapshots"
+        return Decision(Strategy.UNCHANGED, reason, s.window, advance=True)
     return Decision(Strategy.UNCHANGED, "no source changed", s.window)
 
 

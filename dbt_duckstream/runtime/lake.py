@@ -196,6 +196,19 @@ def read_columns(
     return ",".join(f"{cid}:{name}:{type_}" for cid, name, type_ in rows if name in columns)
 
 
+def live_rows(
+    con: duckdb.DuckDBPyConnection, table: TableRef, snapshot: int, *, newest: bool = False
+) -> tuple[int, int]:
+    """The table's row count at a snapshot and, when asked (a scan), the newest snapshot that
+    wrote one of its live row versions (DuckLake's virtual column ``snapshot_id``)."""
+    newest_sql = "coalesce(max(snapshot_id), 0)" if newest else "0"
+    row = con.execute(
+        f"SELECT count(*), {newest_sql} FROM {table.sql()} AT (VERSION => {snapshot})"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 def uses_deletion_vectors(con: duckdb.DuckDBPyConnection, catalog: str, tables: set[int]) -> bool:
     """Whether any of ``tables`` has deletes written as deletion vectors: DuckLake does not
     record which snapshot deleted a row in them, so neither its feed nor time travel can tell

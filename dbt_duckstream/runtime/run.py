@@ -26,6 +26,7 @@ from .lake import (
     describe,
     feed_safe_optimizers,
     is_ducklake,
+    live_rows,
     read_columns,
     table_id,
     table_ids,
@@ -152,9 +153,10 @@ def refresh(
         )
         decision = decide(situation)
         result = execute(con, plan, decision, situation)
-        if result.strategy != Strategy.UNCHANGED:
+        if result.strategy != Strategy.UNCHANGED or decision.advance:
             result.seconds = time.perf_counter() - started
-            _record(con, plan, situation, result, registered=not decision.refills)
+            registered = result.strategy != Strategy.UNCHANGED and not decision.refills
+            _record(con, plan, situation, decision, result, registered=registered)
             _label(con, plan.target, result)
     result.seconds = time.perf_counter() - started
     return result
@@ -178,12 +180,27 @@ def _record(
     con: duckdb.DuckDBPyConnection,
     plan: IVMPlan,
     situation: Situation,
+    decision: Decision,
     result: RunResult,
     *,
     registered: bool,
 ) -> None:
     """Log the run with the model's new cursors (and its SQL, when it was built anew)."""
     pinned, ids, reads = situation.pinned, situation.ids, plan.source_reads
+    built = decision.strategy in (Strategy.INITIAL, Strategy.REBUILD)
+
+    def rows(source: TableRef) -> int:
+        """The source's row count at the pin: counted when it may have changed."""
+        previous = situation.cursors.get(source.key)
+        if (
+            not built
+            and source.key not in decision.changed
+            and previous
+            and previous.rows is not None
+        ):
+            return previous.rows
+        return live_rows(con, source, pinned[source.catalog])[0]
+
     cursors = tuple(
         runlog.Cursor(
             s.key,
@@ -193,6 +210,7 @@ def _record(
             read_columns(con, s.catalog, tid, reads[s.key]) if tid is not None else "",
             s.schema,
             s.name,
+            rows(s),
         )
         for s in plan.sources
     )

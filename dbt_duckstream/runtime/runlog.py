@@ -51,6 +51,8 @@ class Cursor:
     columns: str = ""
     schema: str = ""
     table: str = ""
+    #: the source's row count at ``snapshot_id``
+    rows: int | None = None
 
     @property
     def ref(self) -> TableRef:
