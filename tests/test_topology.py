@@ -64,7 +64,7 @@ integration_tests:
             data_path: "s3://lake/data/"
       database: lake
       schema: main
-      threads: 1
+      threads: 4
     reference:
       <<: *lake
       schema: reference
