@@ -27,7 +27,9 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -161,6 +163,18 @@ def run_and_kill(launchers: Launchers, args: list[str], delay: float) -> KilledR
     return KilledRun(killed, running, len(ends))
 
 
+def models_span(results: Iterable[dict]) -> float:
+    """Seconds from the first model's start to the last one's end (threads run several)."""
+    times = [
+        datetime.fromisoformat(t[edge].replace("Z", "+00:00"))
+        for r in results
+        for t in r["timing"]
+        for edge in ("started_at", "completed_at")
+        if t.get(edge)
+    ]
+    return max(1.0, (max(times) - min(times)).total_seconds()) if times else 4.0
+
+
 def check_round(before: State, after: State, killed_states: list[State], figures: Figures) -> None:
     for state in killed_states:
         for model, rows in state.items():
@@ -228,6 +242,6 @@ def kill_rounds(
         invocation = project.dbt("build", "--exclude-resource-type", "seed", *args[1:])
         assert {r["status"] for r in invocation.results.values()} <= {"success", "pass"}
         # the next kills are drawn within the duration of this run's models
-        window = 1.2 * sum(r["execution_time"] for r in invocation.models().values())
+        window = models_span(invocation.models().values())
         check_round(before, model_states(project), killed_states, figures)
     return round_number
