@@ -13,9 +13,33 @@ from pathlib import Path
 
 import duckdb
 
+from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake
 
 from .dbt_project import REPOSITORY, Project
+
+#: dbt's own materializations, the tests' scaffolding (seeds, the reference target's tables),
+#: run on one thread: from several, their commits failed here now and then (a SQLite catalog
+#: "database is locked"; DuckLake "Failed to get path for schema with id <garbage> - schema
+#: not found in metadata catalog"). The incremental_ivm runs under test keep the profile's.
+SCAFFOLDING = ("--threads", "1")
+
+
+def seed(project: Project) -> None:
+    project.dbt("seed", *SCAFFOLDING)
+
+
+def assert_equals_reference(project: Project) -> None:
+    """Every model equals the same SQL built by dbt's ``table`` materialization (target
+    ``reference``), values and column types, as ``test_dbt`` checks it."""
+    project.dbt("run", "--target", "reference", "--vars", "{materialized: table}", *SCAFFOLDING)
+    with project.connect() as con:
+        for model in project.models():
+            maintained, reference = f"lake.main.{model}", f"lake.reference.{model}"
+            diff = differences(con, maintained, f"SELECT * FROM {reference}")
+            assert not diff, f"{model} differs from its table materialization: {diff}"
+            types = [con.execute(f"DESCRIBE {t}").fetchall() for t in (maintained, reference)]
+            assert types[0] == types[1], f"{model}: column types differ"
 
 
 class CatalogProject(Project):

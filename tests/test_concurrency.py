@@ -31,9 +31,9 @@ from dbt_duckstream.runtime import run as runtime_run
 from dbt_duckstream.runtime.lake import attach_lake
 
 from .harness import assert_consistent
-from .lake_project import CatalogProject, source_writer
+from .lake_project import CatalogProject, assert_equals_reference, seed, source_writer
 from .postgres import create_database, postgres_server
-from .test_dbt import FALLBACK_MODELS, assert_equals_table_materialization
+from .test_dbt import FALLBACK_MODELS
 
 pytestmark = pytest.mark.xdist_group("concurrency")
 
@@ -273,7 +273,7 @@ def test_dbt_runs_succeed_while_a_writer_commits(
         catalog = f"postgres:{database}"
     project = CatalogProject(tmp_path / "project", catalog)
     project.dbt("deps")
-    project.dbt("seed")
+    seed(project)
     started = time.monotonic()
     strategies: dict[str, int] = {}
     seconds: list[float] = []
@@ -294,7 +294,7 @@ def test_dbt_runs_succeed_while_a_writer_commits(
     # run, then each model's ivm_consistent test (not the seeds: they would reset the sources)
     built = project.dbt("build", "--exclude-resource-type", "seed")
     assert {r["status"] for r in built.results.values()} <= {"success", "pass"}
-    assert_equals_table_materialization(project)
+    assert_equals_reference(project)
     print(
         f"\n{backend}: {RUNS} dbt runs ({', '.join(f'{s:.0f}s' for s in seconds)}) during "
         f"{writer.commits} writer commits in {writer.seconds:.0f}s ({writer.retries} writer "

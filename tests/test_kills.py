@@ -35,8 +35,8 @@ from pathlib import Path
 import pytest
 
 from .dbt_project import REPOSITORY, Project
+from .lake_project import assert_equals_reference, seed
 from .source_writer import commit_changes, next_order_id
-from .test_dbt import assert_equals_table_materialization
 
 pytestmark = [pytest.mark.xdist_group("kills"), pytest.mark.slow]
 
@@ -192,7 +192,7 @@ def check_round(before: State, after: State, killed_states: list[State], figures
 def test_killed_runs_leave_every_model_before_or_after(tmp_path: Path) -> None:
     project = Project(tmp_path / "project")
     project.dbt("deps")
-    project.dbt("seed")
+    seed(project)
     rng = random.Random(int(os.environ.get("DUCKSTREAM_KILL_SEED", "20261122")))
     figures = Figures()
     started = time.monotonic()
@@ -201,7 +201,7 @@ def test_killed_runs_leave_every_model_before_or_after(tmp_path: Path) -> None:
         rounds = kill_rounds(project, launchers, rng, figures)
     finally:
         launchers.close()
-    assert_equals_table_materialization(project)
+    assert_equals_reference(project)
     print(
         f"\n{figures.kills} kills survived ({dict(figures.by_phase)}; {figures.mid_model} while "
         f"a model ran; {figures.finished_before_kill} runs finished before their kill) in "

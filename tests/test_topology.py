@@ -29,8 +29,9 @@ from dbt_duckstream.runtime.lake import attach_lake  # noqa: E402
 from dbt_duckstream.spark.storage import Storage  # noqa: E402
 
 from .dbt_project import REPOSITORY, Project  # noqa: E402
+from .lake_project import assert_equals_reference  # noqa: E402
 from .postgres import create_database, free_port, postgres_server, wait_until_ready  # noqa: E402
-from .test_dbt import FALLBACK_MODELS, assert_equals_table_materialization  # noqa: E402
+from .test_dbt import FALLBACK_MODELS  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("spark")
 
@@ -231,7 +232,7 @@ def test_spark_lands_in_s3_and_dbt_maintains_from_another_process(tmp_path: Path
             spark.stop()
         tested = project.dbt("test")
         assert {r["status"] for r in tested.results.values()} == {"pass"}
-        assert_equals_table_materialization(project)
+        assert_equals_reference(project)
 
         with project.connect() as con:
             count = con.execute("SELECT count(*) FROM lake.raw.orders").fetchone()
