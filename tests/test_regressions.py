@@ -9,6 +9,9 @@
 3. ``ducklake_rewrite_data_files`` reports as deleted the rows of a file whose update was
    inlined before, while the same row versions live on (same rowids, same ``snapshot_id``):
    a scan retracted them and never asserted them back.
+4. ``ducklake_rewrite_data_files`` gives the rows it copies from a file with deletes its own
+   snapshot as ``snapshot_id`` and reports them inserted, never deleted: a scan counted them
+   twice.
 """
 
 from __future__ import annotations
@@ -107,4 +110,17 @@ def test_rows_a_rewrite_reports_deleted_but_keeps_are_not_retracted(lake):
     lake.execute("INSERT INTO t VALUES (5, 5)")
     assert model.refresh().strategy == "incremental"
     assert lake.execute("SELECT count(*) FROM rewritten").fetchone() == (4,)
+    model.assert_consistent()
+
+
+def test_rows_a_rewrite_copies_under_its_own_snapshot_are_not_counted_twice(lake):
+    lake.execute("CREATE TABLE t (id INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO t VALUES (0, 1), (NULL, 2)")
+    model = Model(lake, "copied", "SELECT id, v FROM t")
+    model.refresh()
+    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    lake.execute("UPDATE t SET id = 0 WHERE id IS NULL")  # deletes from the flushed file
+    lake.execute("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)")
+    assert model.refresh().strategy == "incremental"
+    assert lake.execute("SELECT count(*) FROM copied").fetchone() == (2,)
     model.assert_consistent()

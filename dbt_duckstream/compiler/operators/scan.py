@@ -4,9 +4,6 @@
     delta: SELECT k, v, SUM(m) AS _ivm_m FROM (
              SELECT k, v, +1 AS m FROM t AT (VERSION => new) WHERE snapshot_id > old
              UNION ALL
-             SELECT k, v, +1 AS m FROM t AT (VERSION => new)     -- if files were reorganized
-             WHERE snapshot_id <= old AND rowid IN (<the deleted rowids below>)
-             UNION ALL
              SELECT k, v, -1 AS m FROM t AT (VERSION => old)
              WHERE rowid IN (SELECT rowid FROM ducklake_table_deletions(..., old + 1, new))
            ) GROUP BY ALL HAVING SUM(m) <> 0
@@ -15,12 +12,23 @@ The table at ``new`` is the table at ``old``, minus the row versions that ended 
 (deleted, or replaced by an update), plus those that began in it. DuckLake's virtual column
 ``snapshot_id`` names the snapshot that wrote a row version, so the versions that began are a
 pruned read of the new snapshot; the versions that ended are the old snapshot's rows whose
-rowids the change feed reports as deleted. ``ducklake_rewrite_data_files`` also reports as
-deleted the rows of a file it rewrites whose update was inlined before, while the same row
-version lives on (same rowid, same ``snapshot_id``): when the window reorganized the table's
-files (a rewrite, a compaction, a flush: DuckLake's snapshot metadata says so), the new
-snapshot's rows that began before the window under a rowid reported deleted are asserted back,
-so they cancel. (That read costs as much as the old snapshot's, so it is made only then.)
+rowids the change feed reports as deleted.
+
+A window in which a rewrite, a compaction or a flush reorganized the table's files (DuckLake's
+snapshot metadata says so) breaks both halves: ``ducklake_rewrite_data_files`` reports as
+deleted rows it keeps (same rowid, same ``snapshot_id``), and gives rows it copies from a
+file with deletes its own snapshot as ``snapshot_id``, reporting them inserted and never
+deleted. A rowid is a row's identity in both snapshots, so the delta is then taken per
+rowid, over every rowid that may have changed (a version began, or the feed reports it
+deleted): the new snapshot's rows under those rowids, minus the old snapshot's; a row the
+window did not change cancels out.
+
+    delta: WITH c AS (SELECT rowid FROM t AT (VERSION => new) WHERE snapshot_id > old
+                      UNION SELECT rowid FROM ducklake_table_deletions(..., old + 1, new))
+           SELECT k, v, +1 AS m FROM t AT (VERSION => new) WHERE rowid IN c
+           UNION ALL SELECT k, v, -1 AS m FROM t AT (VERSION => old) WHERE rowid IN c  ...
+
+(Those reads cost a scan of both snapshots, so they are made only then.)
 
 Only rowids are taken from the feed: its values are wrong when one transaction touches a
 file-backed row twice (duckdb/ducklake#1387), while its rowids and every time-travel read are
@@ -30,8 +38,8 @@ identical rewrites (compaction, ``rewrite_data_files``) cancel.
 The feed's rowids are materialized and read unfiltered: filters pushed into DuckLake's feed
 functions have produced wrong rows (duckdb/ducklake#1201, #1369).
 
-A source with a column named ``snapshot_id`` hides the virtual column; the versions that began
-are then the new snapshot's rows whose rowids the feed reports as inserted.
+A source with a column named ``snapshot_id`` hides the virtual column; the rowids that may
+have changed are then the ones the feed reports inserted or deleted, in every window.
 
 >>> from dbt_duckstream.examples import show_delta
 >>> show_delta(
@@ -99,24 +107,26 @@ class Scan(Operator):
 
     def render_delta(self, ctx: RenderContext) -> str | None:
         old, new = ctx.snapshots[self.table.catalog]
-        ended = f"rowid IN (SELECT rowid FROM {self._feed_rowids(ctx, 'deletions')})"
+        deleted = f"SELECT rowid FROM {self._feed_rowids(ctx, 'deletions')}"
         if self.hides_snapshot_id:
-            began = f"rowid IN (SELECT rowid FROM {self._feed_rowids(ctx, 'insertions')})"
-            began = f"({began} OR {ended})"
-            kept = ""
+            inserted = f"SELECT rowid FROM {self._feed_rowids(ctx, 'insertions')}"
+            changed = ctx.cte(f"{self.name}_rowids", f"{inserted}\nUNION\n{deleted}")
+            began = ended = f"rowid IN (SELECT rowid FROM {changed})"
+        elif self.table.key in ctx.reorganized:
+            changed = ctx.cte(
+                f"{self.name}_rowids",
+                f"SELECT rowid FROM {self._at(new)} WHERE snapshot_id > {old}\nUNION\n{deleted}",
+                materialized=True,
+            )
+            began = ended = f"rowid IN (SELECT rowid FROM {changed})"
         else:
-            began = f"snapshot_id > {old}"
-            reorganized = self.table.key in ctx.reorganized
-            kept = f"snapshot_id <= {old} AND {ended}" if reorganized else ""
+            began, ended = f"snapshot_id > {old}", f"rowid IN ({deleted})"
         select = self._select_list()
-        parts = [f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {began}"]
-        if kept:
-            parts.append(f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {kept}")
-        parts.append(f"  SELECT {select}, -1 AS _ivm_sign FROM {self._at(old)} WHERE {ended}")
-        union = "\n  UNION ALL\n".join(parts)
         return (
             f"SELECT {column_list(self.columns)}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
-            f"{union}\n"
+            f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {began}\n"
+            f"  UNION ALL\n"
+            f"  SELECT {select}, -1 AS _ivm_sign FROM {self._at(old)} WHERE {ended}\n"
             f") GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
         )
 
