@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 
 from ..sql import quote, same_values
-from .lake import describe
+from .lake import describe, feed_safe_optimizers
 
 FLOAT_TYPES = frozenset({"FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8"})
 RELATIVE_TOLERANCE = 1e-9
@@ -81,4 +81,7 @@ def differences(
     con: duckdb.DuckDBPyConnection, table: str, query: str, limit: int = 20
 ) -> list[tuple]:
     columns = describe(con, table)
-    return con.execute(f"{differences_sql(table, query, columns)} LIMIT {limit}").fetchall()
+    # the recomputation must not trust DuckLake's table statistics, which a rewrite can leave
+    # wrong (see ``lake.STATISTICS_OPTIMIZERS``)
+    with feed_safe_optimizers(con):
+        return con.execute(f"{differences_sql(table, query, columns)} LIMIT {limit}").fetchall()

@@ -227,7 +227,10 @@ def uses_deletion_vectors(con: duckdb.DuckDBPyConnection, catalog: str, tables: 
 
 #: optimizers that trust column statistics, which DuckLake's feed functions report from the
 #: current data files: after a rewrite older pre-images fall outside them (a pre-image v = 0
-#: with reported min 1 was compressed into an unsigned offset and wrapped around)
+#: with reported min 1 was compressed into an unsigned offset and wrapped around). A table's
+#: own statistics can be wrong too: ``ducklake_rewrite_data_files`` recomputes its bounds
+#: without the row versions that live inlined (an updated row), and the next insert sets
+#: bounds that exclude them, so ``WHERE k = 3`` prunes a row whose k is 3 (DuckLake d8a1881e)
 STATISTICS_OPTIMIZERS = ("compressed_materialization", "statistics_propagation")
 
 #: ``disabled_optimizers`` is a setting of the whole DuckDB instance, which every dbt thread
