@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 from .dbt_project import JAFFLE_SHOP, Project
-from .test_dbt import assert_equals_table_materialization
+from .lake_project import assert_equals_reference, seed
 
 pytestmark = pytest.mark.xdist_group("jaffle_shop")
 
@@ -34,7 +34,7 @@ RAW = "lake.raw"
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     project = Project(tmp_path_factory.mktemp("jaffle_shop"), JAFFLE_SHOP)
     project.dbt("deps")
-    project.dbt("seed")
+    seed(project)
     project.first_run = project.dbt("run")
     yield project
 
@@ -145,7 +145,7 @@ def test_jaffle_shop_is_maintained_with_its_tests_passing(project: Project) -> N
     assert set(project.first_run.strategies().values()) == {"initial"}
     tested = project.dbt("test")
     assert {r["status"] for r in tested.results.values()} == {"pass"}
-    assert_equals_table_materialization(project)
+    assert_equals_reference(project)
 
     rng = random.Random(20261122)
     for _ in range(ROUNDS):
@@ -158,4 +158,4 @@ def test_jaffle_shop_is_maintained_with_its_tests_passing(project: Project) -> N
         tested = project.dbt("test")
         failed = {n: r["status"] for n, r in tested.results.items() if r["status"] != "pass"}
         assert not failed, failed
-        assert_equals_table_materialization(project)
+        assert_equals_reference(project)

@@ -22,7 +22,7 @@ from benchmarks.refresh import batch_for, dimension_updates, generate, rf1, rf2,
 from dbt_duckstream.runtime.lake import transaction
 
 from .dbt_project import TPCH, Project
-from .test_dbt import assert_equals_table_materialization
+from .lake_project import assert_equals_reference
 
 pytest.importorskip("duckdb_extension_tpch")
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tpch")]
@@ -85,6 +85,6 @@ def test_every_query_is_maintained_under_refresh_batches(project: Project) -> No
         tested = project.dbt("test")
         failed = {n: r["status"] for n, r in tested.results.items() if r["status"] != "pass"}
         assert not failed, (kind, failed)
-    assert_equals_table_materialization(project)
+    assert_equals_reference(project)
     # most views see their rows change; the rest are empty or untouched at this scale
     assert len(changed) >= 12, sorted(changed)
