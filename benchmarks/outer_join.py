@@ -1,6 +1,7 @@
 """One outer-join model on 1M rows: maintenance against a rebuild, side by side.
 
     python -m benchmarks.outer_join [--orders 1000000] [--ratio 0.001] [--repetitions 5]
+                                    [--mix mixed|append]
 
 Tables in a fresh file-backed DuckLake: ``customers`` (a tenth as many rows as ``orders``,
 some of them without orders) and ``orders``. Two models:
@@ -12,10 +13,11 @@ some of them without orders) and ``orders``. Two models:
 
 Each repetition lands one batch touching ``ratio`` of the orders in one snapshot: new orders
 (some of customers that had none), updated amounts and statuses, deleted orders (some a
-customer's last), and a few new customers. Then, for each model: the maintenance run
-(``refresh``, always maintaining), the check that the model equals its recomputation (not
-timed), and a rebuild of the same SQL (``CREATE OR REPLACE TABLE ... AS`` in its own
-transaction, what dbt's ``table`` materialization runs). Medians are printed.
+customer's last), and a few new customers (``--mix append``: new orders and customers only).
+Then, for each model: the maintenance run (``refresh``, always maintaining), the check that
+the model equals its recomputation (not timed), and a rebuild of the same SQL
+(``CREATE OR REPLACE TABLE ... AS`` in its own transaction, what dbt's ``table``
+materialization runs). Medians are printed.
 """
 
 from __future__ import annotations
@@ -66,10 +68,13 @@ def load(con: duckdb.DuckDBPyConnection, orders: int) -> None:
         )
 
 
-def batch(con: duckdb.DuckDBPyConnection, orders: int, ratio: float, seed: int) -> int:
-    """One snapshot touching ``ratio`` of the orders; returns the rows it touched."""
+def batch(
+    con: duckdb.DuckDBPyConnection, orders: int, ratio: float, seed: int, mix: str = "mixed"
+) -> int:
+    """One snapshot touching ``ratio`` of the orders (a third each inserted, updated and
+    deleted; ``append``: all inserted); returns the rows it touched."""
     touched = max(3, round(orders * ratio))
-    third = touched // 3
+    third = touched // 3 if mix == "mixed" else touched
     row = con.execute("SELECT max(id), (SELECT max(id) FROM customers) FROM orders").fetchone()
     assert row is not None
     next_order, customers = int(row[0]) + 1, int(row[1])
@@ -84,14 +89,16 @@ def batch(con: duckdb.DuckDBPyConnection, orders: int, ratio: float, seed: int) 
             "FROM range(?) t(i)",
             [next_order, seed, customers + 10, third],
         )
-        con.execute(
-            "UPDATE orders SET amount = amount + 1, status = 'completed' WHERE hash(id, ?) % ? = 0",
-            [seed, max(1, orders // third)],
-        )
-        con.execute(
-            "DELETE FROM orders WHERE hash(id, ?, 1) % ? = 0",
-            [seed, max(1, orders // third)],
-        )
+        if mix == "mixed":
+            con.execute(
+                "UPDATE orders SET amount = amount + 1, status = 'completed' "
+                "WHERE hash(id, ?) % ? = 0",
+                [seed, max(1, orders // third)],
+            )
+            con.execute(
+                "DELETE FROM orders WHERE hash(id, ?, 1) % ? = 0",
+                [seed, max(1, orders // third)],
+            )
     return touched
 
 
@@ -100,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--ratio", type=float, default=0.001)
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--mix", choices=["mixed", "append"], default="mixed")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="outer-join-") as directory:
         con = duckdb.connect()
@@ -113,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
             refresh(con, plan)
         timings: dict[str, list[tuple[float, float, int, int]]] = {n: [] for n in MODELS}
         for repetition in range(args.repetitions):
-            touched = batch(con, args.orders, args.ratio, repetition)
+            touched = batch(con, args.orders, args.ratio, repetition, args.mix)
             for name, plan in plans.items():
                 result = refresh(con, plan, rebuild_above=None)
                 assert result.strategy == "incremental", result.summary()
@@ -134,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         rows = {n: con.execute(f"SELECT count(*) FROM {n}").fetchone() for n in MODELS}
         con.close()
     print(
-        f"\n{args.orders} orders, {args.ratio:.2%} changed per batch, medians of "
-        f"{args.repetitions}:"
+        f"\n{args.orders} orders, {args.ratio:.2%} changed per batch ({args.mix}), medians "
+        f"of {args.repetitions}:"
     )
     for name, samples in timings.items():
         maintain = statistics.median(s[0] for s in samples)

@@ -54,7 +54,8 @@ class RenderContext:
     temps: list[str] = field(default_factory=list)
     #: sources whose files a rewrite, compaction or flush reorganized in the window
     reorganized: frozenset[str] = frozenset()
-    _ctes: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    #: each CTE's query and its keyword (``MATERIALIZED``, ``NOT MATERIALIZED`` or none)
+    _ctes: dict[str, tuple[str, str]] = field(default_factory=dict)
     _memo: dict[tuple[int, str], str | None] = field(default_factory=dict)
 
     def version(self, catalog: str, side: Side) -> int:
@@ -68,13 +69,16 @@ class RenderContext:
             self._memo[key] = render()
         return self._memo[key]
 
-    def cte(self, name: str, sql: str, *, materialized: bool = False) -> str:
+    def cte(self, name: str, sql: str, *, materialized: bool = False, inline: bool = False) -> str:
         """Register ``sql`` as a CTE and return the name to select from.
 
         A materialized CTE is computed once and shields its query from filters pushed down
-        from outside.
+        from outside. An inlined one is read where it is referenced, with the filters and
+        joins there pushed into it (a table read that several terms filter differently);
+        otherwise DuckDB chooses.
         """
-        self._ctes[name] = (sql, materialized)
+        keyword = "MATERIALIZED " if materialized else "NOT MATERIALIZED " if inline else ""
+        self._ctes[name] = (sql, keyword)
         return quote(name)
 
     def temp(self, name: str, select: str) -> str:
@@ -98,8 +102,7 @@ class RenderContext:
         if not needed:
             return sql
         body = ",\n".join(
-            f"{quote(name)} AS {'MATERIALIZED ' if self._ctes[name][1] else ''}"
-            f"(\n{indent(self._ctes[name][0])}\n)"
+            f"{quote(name)} AS {self._ctes[name][1]}(\n{indent(self._ctes[name][0])}\n)"
             for name in self._ctes
             if name in needed
         )

@@ -31,6 +31,8 @@ class Operator(ABC):
     kind: str = "operator"
     #: compute the delta once into a temporary table (it is read by several statements)
     materialize_delta: bool = False
+    #: read the state where it is referenced, never materialized (a plain table read)
+    inline_state: bool = False
 
     @property
     @abstractmethod
@@ -82,7 +84,11 @@ class Operator(ABC):
     def state(self, ctx: RenderContext, side: Side) -> str:
         """The name of a CTE holding this relation at ``side`` (rendered once per run)."""
         name = ctx.once(
-            self.node_id, side, lambda: ctx.cte(f"{self.name}_{side}", self.render_state(ctx, side))
+            self.node_id,
+            side,
+            lambda: ctx.cte(
+                f"{self.name}_{side}", self.render_state(ctx, side), inline=self.inline_state
+            ),
         )
         assert name is not None
         return name

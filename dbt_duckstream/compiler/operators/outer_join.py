@@ -6,8 +6,8 @@
            SELECT ..., dr._ivm_m FROM l@old JOIN delta(r) AS dr ON p
            UNION ALL
            SELECT l.*, NULL..., +1 if l lost its last match, -1 if it gained a first one
-           FROM l@old WHERE EXISTS (SELECT FROM delta(r) WHERE p)
-                AND EXISTS (SELECT FROM r@old WHERE p) <> EXISTS (SELECT FROM r@new WHERE p)
+           FROM (l@old SEMI JOIN delta(r) ON p) AS l
+           WHERE EXISTS (SELECT FROM r@old WHERE p) <> EXISTS (SELECT FROM r@new WHERE p)
 
 ``l LEFT JOIN r`` is, for a fixed ``r``, a function of each row of ``l`` alone (its matches,
 or one padded row), so ``l``'s change is ``delta(l) LEFT JOIN r@new``. Then, with ``l`` at the
@@ -23,10 +23,11 @@ row stays padded); ``p`` is applied unchanged, so conditions on one side only
 
 Cost: the terms join each delta with the other side's whole state, as the inner join does.
 The flips read the changed side's other input in full (``l@old`` for ``delta(r)``) to find
-the rows a delta touches, and look up their matches in ``r@old`` and ``r@new``. With an
-equality in ``p`` DuckDB hashes all of these; a non-equi condition alone (``ON l.a < r.b``)
-makes each of them a nested-loop (or range) join of that input with the delta and with the
-other side: up to ``|l| x |r|`` comparisons, as the view itself costs.
+the rows a delta touches, then ``r@old`` and ``r@new`` once each for the rows matching one of
+those (a semi join built on the few touched rows), and judge each touched row over these.
+With an equality in ``p`` DuckDB hashes all of these; a non-equi condition alone
+(``ON l.a < r.b``) makes each a nested-loop (or range) join: up to ``|l| x |delta(r)|`` and
+``|r| x |touched|`` comparisons.
 
 >>> from dbt_duckstream.examples import show_delta
 >>> show_delta(
@@ -117,15 +118,33 @@ class OuterJoin(Operator):
         changed = 1 - keep
         node = self.inputs[changed].node
         side: Side = "old" if keep == 0 else "new"
+        # the rows a change touches, and the other input's rows that match one of them: a
+        # touched row's matches are among those, and finding them builds on the few touched
+        # rows instead of the whole other input
+        touched = ctx.cte(
+            f"{self.name}_touched{keep}",
+            f"SELECT {input_name(keep)}.* FROM {self.inputs[keep].node.state(ctx, side)} AS "
+            f"{input_name(keep)} SEMI JOIN {delta} AS {input_name(changed)} ON {self._on()}",
+            materialized=True,
+        )
+
+        def near(at: Side) -> str:
+            return ctx.cte(
+                f"{self.name}_near{keep}_{at}",
+                f"SELECT {input_name(changed)}.* FROM {node.state(ctx, at)} AS "
+                f"{input_name(changed)} SEMI JOIN {touched} AS {input_name(keep)} "
+                f"ON {self._on()}",
+            )
+
         flips = flipped_rows(
-            self.inputs[keep].node.state(ctx, side),
+            touched,
             input_name(keep),
-            self._matched(delta, changed),
-            f"NOT {self._matched(node.state(ctx, 'old'), changed)}",
-            f"NOT {self._matched(node.state(ctx, 'new'), changed)}",
+            "TRUE",
+            f"NOT {self._matched(near('old'), changed)}",
+            f"NOT {self._matched(near('new'), changed)}",
         )
         name = ctx.cte(f"{self.name}_flips{keep}", flips)
-        null_side = f"{node.state(ctx, 'new')} AS {input_name(changed)} ON FALSE"
+        null_side = f"{delta} AS {input_name(changed)} ON FALSE"
         select = join_select_list(self.inputs)
         return (
             f"SELECT {select}, CASE WHEN {input_name(keep)}.{AFTER} THEN 1 ELSE -1 END AS {MULT} "

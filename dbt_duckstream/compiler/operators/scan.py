@@ -72,6 +72,7 @@ class Scan(Operator):
     hides_snapshot_id: bool = False
     kind = "scan"
     materialize_delta = True
+    inline_state = True
 
     @property
     def columns(self) -> tuple[str, ...]:
