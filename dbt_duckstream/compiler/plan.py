@@ -124,7 +124,7 @@ class IVMPlan:
         """Statements that bring the model from the old to the new snapshot (None: no change).
 
         ``reorganized`` names the changed sources whose files a rewrite, compaction or flush
-        reorganized in the window (their scans then check the rows reported deleted)."""
+        reorganized in the window (their scans then take the delta per rowid)."""
         ctx = RenderContext(snapshots, changed, prefix=self.target.name, reorganized=reorganized)
         delta = self.root.delta(ctx)
         if delta is None:

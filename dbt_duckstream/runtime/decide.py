@@ -101,7 +101,7 @@ class Decision:
     #: an unchanged run that still records new cursors (the old ones expired)
     advance: bool = False
     #: the changed sources whose files a rewrite, compaction or flush reorganized in the
-    #: window (their scans check the rows the feed reports deleted)
+    #: window (their scans take the delta per rowid)
     reorganized: frozenset[str] = frozenset()
 
     @property
