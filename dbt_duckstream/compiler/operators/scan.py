@@ -96,40 +96,64 @@ class Scan(Operator):
             f"SELECT {self._select_list()} FROM {self._at(ctx.version(self.table.catalog, side))}"
         )
 
-    def _feed_rowids(self, ctx: RenderContext, function: str) -> str:
-        old, new = ctx.snapshots[self.table.catalog]
-        parts = (self.table.catalog, self.table.schema, self.table.name)
-        arguments = ", ".join(literal(p) for p in parts)
-        return ctx.cte(
-            f"{self.name}_{function}",
-            f"SELECT DISTINCT rowid FROM ducklake_table_{function}({arguments}, {old + 1}, {new})",
-            materialized=True,
+    def render_delta(self, ctx: RenderContext) -> str | None:
+        feed = ctx.feeds.get(self.table.key)
+        if feed is None:
+            return source_delta_sql(
+                self.table,
+                self.read,
+                ctx.snapshots[self.table.catalog],
+                self.hides_snapshot_id,
+                reorganized=self.table.key in ctx.reorganized,
+            )
+        # the run read the source's delta once, with more columns: project and net again
+        return (
+            f"SELECT {self._select_list()}, SUM({MULT})::BIGINT AS {MULT} FROM {feed} "
+            f"GROUP BY ALL HAVING SUM({MULT}) <> 0"
         )
 
-    def render_delta(self, ctx: RenderContext) -> str | None:
-        old, new = ctx.snapshots[self.table.catalog]
-        deleted = f"SELECT rowid FROM {self._feed_rowids(ctx, 'deletions')}"
-        if self.hides_snapshot_id:
-            inserted = f"SELECT rowid FROM {self._feed_rowids(ctx, 'insertions')}"
-            changed = ctx.cte(f"{self.name}_rowids", f"{inserted}\nUNION\n{deleted}")
-            began = ended = f"rowid IN (SELECT rowid FROM {changed})"
-        elif self.table.key in ctx.reorganized:
-            changed = ctx.cte(
-                f"{self.name}_rowids",
-                f"SELECT rowid FROM {self._at(new)} WHERE snapshot_id > {old}\nUNION\n{deleted}",
-                materialized=True,
-            )
-            began = ended = f"rowid IN (SELECT rowid FROM {changed})"
-        else:
-            began, ended = f"snapshot_id > {old}", f"rowid IN ({deleted})"
-        select = self._select_list()
+
+def source_delta_sql(
+    table: TableRef,
+    read: tuple[str, ...],
+    window: tuple[int, int],
+    hides_snapshot_id: bool,
+    *,
+    reorganized: bool = False,
+) -> str:
+    """The netted delta of ``read`` columns of ``table`` over ``window`` (see the module);
+    ``reorganized``: a rewrite, compaction or flush of the table's files falls in the window."""
+    old, new = window
+    arguments = ", ".join(literal(p) for p in (table.catalog, table.schema, table.name))
+
+    def rowids(function: str) -> str:
         return (
-            f"SELECT {column_list(self.columns)}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
-            f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {began}\n"
-            f"  UNION ALL\n"
-            f"  SELECT {select}, -1 AS _ivm_sign FROM {self._at(old)} WHERE {ended}\n"
-            f") GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
+            f"SELECT DISTINCT rowid FROM ducklake_table_{function}({arguments}, {old + 1}, {new})"
         )
+
+    def among(rows: str) -> str:
+        return f"rowid IN (WITH feed AS MATERIALIZED ({rows}) SELECT rowid FROM feed)"
+
+    if hides_snapshot_id:
+        began = ended = among(f"{rowids('insertions')} UNION {rowids('deletions')}")
+    elif reorganized:
+        began_rows = (
+            f"SELECT rowid FROM {table.sql()} AT (VERSION => {new}) WHERE snapshot_id > {old}"
+        )
+        began = ended = among(f"{began_rows} UNION {rowids('deletions')}")
+    else:
+        began, ended = f"snapshot_id > {old}", among(rowids("deletions"))
+    select = column_list(read) if read else f"TRUE AS {ROW_MARKER}"
+    columns = column_list(read or (ROW_MARKER,))
+    return (
+        f"SELECT {columns}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
+        f"  SELECT {select}, 1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {new}) "
+        f"WHERE {began}\n"
+        f"  UNION ALL\n"
+        f"  SELECT {select}, -1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {old}) "
+        f"WHERE {ended}\n"
+        f") GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
+    )
 
 
 def check_row_identity(table: TableRef, columns: list[str]) -> None:
