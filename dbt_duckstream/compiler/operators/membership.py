@@ -104,9 +104,34 @@ class MembershipJoin(Operator):
 
     def flips(self, ctx: RenderContext, delta: str, verdict: str = "") -> str:
         """A CTE: the left rows at the old snapshot whose value, followed by ``verdict``
-        (e.g. ``IS TRUE``), differs over the right input's old and new state."""
-        before = f"({self.value(ctx, 'old')}) {verdict}".strip()
-        after = f"({self.value(ctx, 'new')}) {verdict}".strip()
-        touched = self.membership.touched_sql(self.inputs, delta)
-        rows = flipped_rows(self.left.node.state(ctx, "old"), input_name(0), touched, before, after)
-        return ctx.cte(f"{self.name}_flips", rows)
+        (e.g. ``IS TRUE``), differs over the right input's old and new state.
+
+        The rows a change touches are few: they are judged over the right input's rows that
+        meet the correlation with one of them (a semi join built on the touched rows), which
+        are all the rows their subqueries select; uncorrelated, over the whole right input."""
+        left = self.left.node.state(ctx, "old")
+        correlation = bind_columns(self.membership.correlation, self.inputs)
+        if self.membership.quantifier == "exists" and correlation is not None:
+            rows = (
+                f"SELECT {input_name(0)}.* FROM {left} AS {input_name(0)} "
+                f"SEMI JOIN {delta} AS {input_name(1)} ON {expr_sql(correlation)}"
+            )
+        else:
+            touched = self.membership.touched_sql(self.inputs, delta)
+            rows = f"SELECT * FROM {left} AS {input_name(0)} WHERE {touched}"
+        touched_rows = ctx.cte(f"{self.name}_touched", rows, materialized=True)
+
+        def judged(side: Side) -> str:
+            right = self.right.node.state(ctx, side)
+            if correlation is None:
+                return right
+            return ctx.cte(
+                f"{self.name}_near_{side}",
+                f"SELECT {input_name(1)}.* FROM {right} AS {input_name(1)} "
+                f"SEMI JOIN {touched_rows} AS {input_name(0)} ON {expr_sql(correlation)}",
+            )
+
+        before = f"({self.membership.value_sql(self.inputs, judged('old'))}) {verdict}".strip()
+        after = f"({self.membership.value_sql(self.inputs, judged('new'))}) {verdict}".strip()
+        flips = flipped_rows(touched_rows, input_name(0), "TRUE", before, after)
+        return ctx.cte(f"{self.name}_flips", flips)

@@ -17,8 +17,10 @@ Duplicates on either side change nothing: a row of ``l`` passes once, however ma
 ``r`` match it. Correlated subqueries become ``q``, and any condition works in it.
 
 Cost: ``l``'s change looks its matches up in ``r@new``; ``r``'s change reads ``l@old`` in
-full to find the rows it touches, and looks their matches up in ``r@old`` and ``r@new``
-(hash joins on the equalities of ``q``, a nested loop without any).
+full to find the rows it touches, then ``r@old`` and ``r@new`` once each for the rows that
+meet ``q`` with one of those (a semi join built on the few touched rows; all of ``r`` when
+uncorrelated), and judges the touched rows over these (hash joins on the equalities of ``q``,
+a nested loop without any).
 
 >>> from dbt_duckstream.examples import show_delta
 >>> show_delta(
