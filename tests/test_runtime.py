@@ -204,6 +204,21 @@ def test_compaction_and_rewrites_do_not_disturb_netting(model, lake):
     model.assert_consistent()
 
 
+def test_flushing_inlined_deletions_is_not_a_change(model, lake):
+    """DuckLake records a flush of inlined deletions as ``deleted_from_table``: of the
+    sources (no work) and of the model's own tables (not a foreign write)."""
+    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    lake.execute("DELETE FROM t WHERE v = 5")
+    assert model.refresh().strategy == "incremental"  # retracts from file-backed state rows
+    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    assert model.refresh().strategy == "unchanged"
+    lake.execute("DELETE FROM t WHERE v = 10")
+    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    result = model.refresh()
+    assert (result.strategy, result.rows_deleted) == ("incremental", 1)
+    model.assert_consistent()
+
+
 def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
     lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000) AS r(i)")

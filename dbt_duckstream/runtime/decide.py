@@ -39,6 +39,7 @@ from ..compiler.operators.membership import MembershipJoin
 from ..errors import ConfigurationError
 from ..sql import TableRef
 from .lake import (
+    SnapshotChange,
     live_rows,
     metadata_catalog,
     read_columns,
@@ -203,7 +204,11 @@ class Situation:
                 continue
             by_id = {tid: s.key for s in sources if (tid := self.ids[s.key]) is not None}
             mine = {tid for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
-            for change in snapshot_changes(self.con, catalog, old, new, set(by_id) | mine):
+            refs = {tid: t for t in (*sources, *own) if (tid := self.ids.get(t.key))}
+            window_changes = snapshot_changes(self.con, catalog, old, new, set(by_id) | mine)
+            for change in window_changes:
+                if _flushes_deletions(self.con, change, window_changes, refs):
+                    continue
                 if change.table_id in mine:
                     benign = change.kind in COMPACTIONS | ALTERATIONS
                     if not benign and not is_own_commit(change, self.plan.target):
@@ -274,6 +279,29 @@ class Situation:
     def costs(self) -> Estimate:
         """What maintaining this window and rebuilding would cost (``estimate``)."""
         return estimate(self.con, self.plan, self.window, self.changes.changed, self.ids)
+
+
+def _flushes_deletions(
+    con: duckdb.DuckDBPyConnection,
+    change: SnapshotChange,
+    window_changes: list[SnapshotChange],
+    tables: dict[int, TableRef],
+) -> bool:
+    """Whether a ``deleted_from_table`` entry is ``ducklake_flush_inlined_data`` writing
+    inlined deletions to a delete file: DuckLake records that as a deletion, alone or beside
+    ``inline_flush``. It is one when the snapshot wrote no row to the table and left its row
+    count as it was (a deletion that removed nothing)."""
+    if change.kind != "deleted_from_table" or change.table_id not in tables:
+        return False
+    same = [
+        c
+        for c in window_changes
+        if c.snapshot_id == change.snapshot_id and c.table_id == change.table_id
+    ]
+    if any(c.kind not in COMPACTIONS | {"deleted_from_table"} for c in same):
+        return False
+    table, snapshot = tables[change.table_id], change.snapshot_id
+    return live_rows(con, table, snapshot - 1)[0] == live_rows(con, table, snapshot)[0]
 
 
 Trigger = Callable[[Situation], "Decision | None"]
