@@ -70,9 +70,6 @@ class TopN(Operator):
     def strategy(self) -> str:
         return "stored top rows; recomputed from the input when a row leaves them"
 
-    def recomputed_in_full(self) -> str | None:
-        return f"{self.name} (top-N, when a stored row is retracted)"
-
     def _order_sql(self) -> str:
         return ", ".join(expr_sql(term) for term in self.order)
 
