@@ -6,6 +6,10 @@
 2. The change feed reports wrong values when one transaction touches a file-backed row twice
    (duckdb/ducklake#1387): overlapping UPDATEs or MERGEs double the change, UPDATE then DELETE
    brings deleted rows back.
+3. A UNION ALL whose right input alone changed produced a delta under the right input's column
+   names; a UNION ALL BY NAME whose left input alone changed carried the padded column as an
+   untyped NULL, which the model's VARCHAR column could not be matched with.
+4. A recursive CTE reading another CTE put its WITH RECURSIVE after the statement's WITH.
 """
 
 from __future__ import annotations
@@ -90,3 +94,53 @@ def test_rows_touched_twice_in_one_transaction(lake, history):
     for model in (rows, sums):
         assert model.refresh().strategy == "incremental"
         model.assert_consistent()
+
+
+# -- found while building set operations, windows and recursive CTEs -------------------------
+
+
+def test_union_all_when_only_its_right_input_changes(lake):
+    """The delta of the right input alone kept the right input's column names."""
+    lake.execute("CREATE TABLE a (k INTEGER, g VARCHAR)")
+    lake.execute("CREATE TABLE b (k INTEGER, name VARCHAR)")
+    lake.execute("INSERT INTO a VALUES (1, 'x')")
+    lake.execute("INSERT INTO b VALUES (2, 'y')")
+    model = Model(lake, "u", "SELECT k, g AS label FROM a UNION ALL SELECT k, name FROM b")
+    model.refresh()
+    lake.execute("INSERT INTO b VALUES (3, 'z')")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+def test_union_by_name_pads_the_missing_column_with_a_typed_null(lake):
+    """A column that only the right input has is NULL on the left: a delta of the left input
+    alone carried it untyped, and matching it with the model's VARCHAR column failed."""
+    lake.execute("CREATE TABLE a (k INTEGER, v INTEGER)")
+    lake.execute("CREATE TABLE b (name VARCHAR, k INTEGER)")
+    lake.execute("INSERT INTO a VALUES (1, 2)")
+    lake.execute("INSERT INTO b VALUES ('it''s', 1)")
+    model = Model(lake, "u", "SELECT k, v FROM a UNION ALL BY NAME SELECT name, k FROM b")
+    model.refresh()
+    lake.execute("DELETE FROM a")
+    lake.execute("INSERT INTO a VALUES (5, 6)")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+def test_recursive_cte_reading_another_cte(lake):
+    """The recursive CTE's own WITH ended up after the statement's WITH clause."""
+    lake.execute("CREATE TABLE edges (src INTEGER, dst INTEGER)")
+    lake.execute("INSERT INTO edges VALUES (1, 2), (2, 3)")
+    sql = (
+        "WITH RECURSIVE live AS (SELECT src, dst FROM edges WHERE dst IS NOT NULL), "
+        "walk(node, steps) AS (SELECT src, 0 FROM live UNION ALL SELECT live.dst, walk.steps "
+        "+ 1 FROM walk JOIN live ON live.src = walk.node WHERE walk.steps < 3) "
+        "SELECT node, steps FROM walk"
+    )
+    model = Model(lake, "walks", sql)
+    model.refresh()
+    lake.execute("INSERT INTO edges VALUES (3, 1)")
+    result = model.refresh()
+    assert result.strategy == "incremental"
+    assert "recomputed in full" in result.reason
+    model.assert_consistent()
