@@ -140,6 +140,22 @@ def table_ids(con: duckdb.DuckDBPyConnection, tables: list[TableRef]) -> dict[st
     return found
 
 
+def table_names(
+    con: duckdb.DuckDBPyConnection, catalog: str, schema: str, prefix: str
+) -> list[str]:
+    """Committed tables of a schema whose names start with ``prefix``, from the metadata
+    catalog (``duckdb_tables()`` lists every attached catalog's tables: 10x slower)."""
+    meta = metadata_catalog(catalog)
+    rows = con.execute(
+        f"SELECT t.table_name FROM {meta}.ducklake_table AS t "
+        f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+        "WHERE s.schema_name = ? AND starts_with(t.table_name, ?) "
+        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
+        [schema, prefix],
+    ).fetchall()
+    return sorted(name for (name,) in rows)
+
+
 #: snapshot change kinds after which a table's change feed cannot be trusted
 BREAKING_CHANGES = {"altered_table": "altered", "dropped_table": "dropped"}
 
