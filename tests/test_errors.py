@@ -31,8 +31,13 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT b, any_value(a) AS l FROM t GROUP BY b", "order-dependent aggregate any_value()"),
         (
             "WITH RECURSIVE r(n) AS (SELECT a FROM t UNION ALL "
-            "SELECT n + 1 FROM r WHERE n < 3 LIMIT 3) SELECT n FROM r",
-            "LIMIT inside the recursive CTE r",
+            "(SELECT n + 1 FROM r WHERE n < 3 LIMIT 1)) SELECT n FROM r",
+            "LIMIT without ORDER BY inside the recursive CTE r",
+        ),
+        (
+            "WITH RECURSIVE r(n, s) AS (SELECT a, b FROM t UNION ALL "
+            "SELECT n + 1, string_agg(s, ',') FROM r WHERE n < 3 GROUP BY n) SELECT n FROM r",
+            "string_agg() without ORDER BY",
         ),
         ("SELECT t.a FROM t, read_csv('x.csv') AS f", "table function"),
         ("SELECT * FROM range(3)", "a model that reads no table"),

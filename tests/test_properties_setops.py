@@ -20,8 +20,6 @@ FAMILIES: dict[str, dict[str, str]] = {
         "so_intersect_all": "SELECT k FROM r INTERSECT ALL SELECT k FROM s",
         "so_intersect": "SELECT k, v FROM r INTERSECT SELECT k, z FROM t",
         "so_by_name": "SELECT k, v FROM r UNION ALL BY NAME SELECT name, k FROM s",
-    },
-    "set_operations_nested": {
         "sn_mixed": "(SELECT k FROM r UNION ALL SELECT k FROM s) "
         "EXCEPT ALL (SELECT k FROM t INTERSECT ALL SELECT k FROM s)",
         "sn_precedence": "SELECT k FROM r EXCEPT SELECT k FROM s INTERSECT SELECT k FROM t "
@@ -33,6 +31,10 @@ FAMILIES: dict[str, dict[str, str]] = {
         "sn_of_aggregates": "SELECT g, sum(v) AS total FROM r GROUP BY g "
         "EXCEPT SELECT name, sum(w) FROM s GROUP BY name",
         "sn_top": "SELECT k FROM r UNION ALL SELECT k FROM t ORDER BY k NULLS FIRST LIMIT 3",
+        "sn_of_tops": "(SELECT k, z FROM t ORDER BY z, k LIMIT 2) "
+        "UNION ALL (SELECT k, w FROM s ORDER BY w DESC, k, name LIMIT 1)",
+        "sn_groups_and_total": "SELECT g, count(*) AS n FROM r GROUP BY g "
+        "UNION ALL SELECT 'all', count(*) FROM r",
         "sn_intersect_join": "SELECT r.g, s.name FROM r JOIN s ON r.k = s.k "
         "INTERSECT ALL SELECT g, g FROM r",
     },

@@ -61,8 +61,6 @@ FAMILIES: dict[str, dict[str, str]] = {
         "w_ignore_nulls": "SELECT id, g, lag(x IGNORE NULLS) OVER w AS prev_x, "
         "last_value(v IGNORE NULLS) OVER w AS last_v FROM r "
         "WINDOW w AS (PARTITION BY g ORDER BY id, k, v, x)",
-    },
-    "windows_composed": {
         "wc_several": "SELECT id, k, g, sum(v) OVER (PARTITION BY k) AS sk, "
         "count(*) OVER (PARTITION BY g) AS cg, "
         f"row_number() OVER (PARTITION BY k, g ORDER BY {ALL_R}) AS rn, "
@@ -82,6 +80,10 @@ FAMILIES: dict[str, dict[str, str]] = {
         f"(SELECT g, row_number() OVER (PARTITION BY k ORDER BY {ALL_R}) AS rn FROM r) "
         "GROUP BY g",
         "wc_distinct": "SELECT DISTINCT g, count(*) OVER (PARTITION BY g) AS n FROM r",
+        "wc_in_case": "SELECT id, CASE WHEN row_number() OVER "
+        "(PARTITION BY g ORDER BY id, k, v, x) = 1 THEN 'first' ELSE 'other' END AS pos FROM r",
+        "wc_over_union": "SELECT k, lag(k) OVER (ORDER BY k NULLS FIRST) AS pk FROM "
+        "(SELECT k FROM r UNION SELECT k FROM s) AS q",
         "wc_moves": "SELECT s.k, s.name, dense_rank() OVER (PARTITION BY s.name ORDER BY s.w) "
         "AS dr, lead(s.k) OVER (PARTITION BY s.name ORDER BY s.w, s.k) AS nk FROM s",
     },
@@ -96,6 +98,11 @@ FAMILIES: dict[str, dict[str, str]] = {
         "q_no_partition": f"SELECT id, v FROM r QUALIFY row_number() OVER (ORDER BY {ALL_R}) <= 3",
         "q_two_windows": "SELECT id, k, g FROM r QUALIFY count(*) OVER (PARTITION BY k) > 1 "
         f"AND row_number() OVER (PARTITION BY g ORDER BY {ALL_R}) = 1",
+        "q_over_having": "SELECT g, sum(v) AS s, rank() OVER (ORDER BY sum(v) NULLS FIRST, "
+        "g NULLS FIRST) AS rk FROM r GROUP BY g HAVING count(*) > 1 QUALIFY rk <= 2",
+        "q_grouping_sets": "SELECT k, g, count(*) AS n, grouping(k) AS gk FROM r "
+        "GROUP BY GROUPING SETS ((k), (g)) "
+        "QUALIFY row_number() OVER (PARTITION BY grouping(k) ORDER BY n DESC, k, g) <= 2",
         "q_staging": "WITH latest AS (SELECT * FROM s QUALIFY row_number() OVER "
         "(PARTITION BY k ORDER BY w DESC NULLS LAST, name) = 1) "
         "SELECT latest.k, latest.name, t.z FROM latest JOIN t ON latest.k = t.k",

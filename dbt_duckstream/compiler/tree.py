@@ -39,7 +39,7 @@ from .operators import (
 from .operators.aggregate import agg_name, key_name
 from .operators.base import number
 from .operators.scan import check_row_identity
-from .validate import check_aggregate, check_select, limit_value
+from .validate import check_aggregate, check_recursive_body, check_select, limit_value
 from .windows import (
     inline_named_windows,
     is_window_function,
@@ -117,6 +117,7 @@ class _Builder:
             raise UnsupportedSQLError(
                 f"recursive CTE {cte.alias} without UNION", "write: anchor UNION [ALL] step"
             )
+        check_recursive_body(cte.alias, body)
         columns = [c.name for c in cte.args["alias"].columns] or list(body.this.named_selects)
         inputs: dict[str, Operator] = {}
         tables: dict[str, TableRef] = {}
@@ -130,11 +131,6 @@ class _Builder:
                 columns_of = self.schema.get(ref.catalog, {}).get(ref.schema, {}).get(ref.name, {})
                 check_row_identity(ref, list(columns_of))
                 tables[ref.key] = ref
-        for node in body.find_all(exp.Limit, exp.Window):
-            raise UnsupportedSQLError(
-                f"{'LIMIT' if isinstance(node, exp.Limit) else 'window function'} inside the "
-                f"recursive CTE {cte.alias}"
-            )
         return RecursiveCTE(
             cte.alias, tuple(columns), body, tuple(inputs.items()), tuple(tables.values())
         )

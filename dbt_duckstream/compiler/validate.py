@@ -124,6 +124,24 @@ def limit_value(node: exp.Expr, clause: str) -> int | None:
     )
 
 
+def check_recursive_body(cte: str, body: exp.Expr) -> None:
+    """Raise for what a recursive CTE's body may not hold. DuckDB evaluates the body again in
+    full, so any deterministic body is maintained (windows too), but a LIMIT without ORDER BY
+    or an order-dependent aggregate without ORDER BY picks rows arbitrarily."""
+    for node in body.walk():
+        if isinstance(node, exp.Query) and not node.args.get("order"):
+            for clause in ("limit", "offset"):
+                if node.args.get(clause) is not None:
+                    raise UnsupportedSQLError(
+                        f"{clause.upper()} without ORDER BY inside the recursive CTE {cte}",
+                        "which rows it keeps is arbitrary; ORDER BY columns that identify a row",
+                    )
+        if isinstance(node, exp.AggFunc | exp.Anonymous) and not isinstance(
+            node.parent, exp.Window
+        ):
+            check_aggregate(node)
+
+
 def check_select(select: exp.Select) -> None:
     """Raise for clauses of one SELECT block that no operator handles yet."""
     for clause in ("expressions", "where", "having", "group", "qualify"):
