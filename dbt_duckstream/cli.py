@@ -1,9 +1,13 @@
-"""``duckstream``: the plan of a model, outside a dbt run.
+"""``duckstream``: a model's plan and where models stand, outside a dbt run.
 
 ``duckstream explain <sql or file>`` prints the SQL that builds and maintains a model. A dbt
 model file (with Jinja) is explained through its project, by ``dbt run-operation
 duckstream_explain``; plain SQL is compiled here, against a DuckLake when ``--lake`` names one
 (exact source columns and output types), or from the SQL alone.
+
+``duckstream status --lake <metadata>`` lists each maintained model of a schema with its last
+run and how many snapshots changed its sources since (also ``dbt run-operation
+duckstream_status``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from .compiler import compile_ivm
 from .errors import ConfigurationError, DuckstreamError
 from .runtime import prepare
 from .runtime.lake import attach_lake
+from .runtime.status import format_status, status
 from .sql import TableRef
 
 
@@ -44,7 +49,21 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--profiles-dir", help="dbt: where profiles.yml is")
     explain.add_argument("--target", help="dbt: the profile target to use")
     explain.set_defaults(handler=_explain)
+    state = commands.add_parser("status", help="each maintained model's last run and lag")
+    state.add_argument("--lake", required=True, help="DuckLake metadata file (or ducklake: URI)")
+    state.add_argument("--data-path", help="the DuckLake's data path, when not the default")
+    state.add_argument("--catalog", default="lake", help="the DuckLake's alias (default: lake)")
+    state.add_argument("--schema", default="main", help="the models' schema (default: main)")
+    state.set_defaults(handler=_status)
     return parser
+
+
+def _status(args: argparse.Namespace) -> int:
+    con = duckdb.connect()
+    attach_lake(con, args.lake, alias=args.catalog, data_path=args.data_path, read_only=True)
+    rows = status(con, args.catalog, args.schema)
+    print(format_status(rows) if rows else "no incremental_ivm model has run here")
+    return 0
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.tokens import TokenType
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,16 @@ def same_values(pairs: Iterable[tuple[str, str]], *, empty: str = "TRUE") -> str
     """``a IS NOT DISTINCT FROM b AND ...`` over SQL expression pairs; ``empty`` when none."""
     matches = [f"{a} IS NOT DISTINCT FROM {b}" for a, b in pairs]
     return " AND ".join(matches) or empty
+
+
+def bare_statement(sql: str) -> str:
+    r"""A model's SQL without trailing semicolons and comments, ready to nest in a query.
+
+    >>> bare_statement("SELECT 1 AS a -- the answer\n; ; -- done\n")
+    'SELECT 1 AS a'
+    """
+    tokens = [t for t in DuckDB().tokenize(sql) if t.token_type != TokenType.SEMICOLON]
+    return sql[: tokens[-1].end + 1].strip() if tokens else sql.strip()
 
 
 def expr_sql(expression: exp.Expr) -> str:

@@ -15,8 +15,8 @@ from dbt_duckstream.compiler import IVMPlan
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake, describe
 
-#: one DuckDB instance per test process: DuckLake and the catalog extensions load once, and
-#: every lake is attached to a cursor of it (a fresh client context) and detached afterwards
+#: one DuckDB instance per test process for in-memory lakes: DuckLake loads once, and each
+#: lake is attached to a cursor of it (its own client context) and detached afterwards
 _instance: duckdb.DuckDBPyConnection | None = None
 
 
@@ -25,20 +25,23 @@ def fresh_lake(catalog: str | None = None) -> Iterator[duckdb.DuckDBPyConnection
     """A DuckDB connection with an empty DuckLake attached as ``lake`` (and in use).
 
     Its catalog is a DuckDB file by default, else ``catalog``: ``sqlite:<file>`` or
-    ``postgres:<dsn>`` of an empty database, or ``:memory:`` (a DuckDB catalog in memory,
-    which the property families use: they run thousands of lakes)."""
+    ``postgres:<dsn>`` of an empty database, each on a DuckDB instance of its own; or
+    ``:memory:``, a DuckDB catalog in memory on the process's shared instance (the property
+    families run thousands of lakes, and loading DuckLake each time would dominate them)."""
     global _instance
-    if _instance is None:
-        _instance = duckdb.connect()
     directory = Path(tempfile.mkdtemp(prefix="duckstream-test-"))
-    con = _instance.cursor()
+    shared = catalog == ":memory:"
+    if shared and _instance is None:
+        _instance = duckdb.connect()
+    con = _instance.cursor() if shared and _instance is not None else duckdb.connect()
     try:
         attach_lake(con, catalog or f"{directory}/lake.ducklake", data_path=f"{directory}/data")
         con.execute("USE lake")
         yield con
     finally:
-        con.execute("USE memory")
-        con.execute("DETACH DATABASE IF EXISTS lake")
+        if shared:
+            con.execute("USE memory")
+            con.execute("DETACH DATABASE IF EXISTS lake")
         con.close()
         shutil.rmtree(directory, ignore_errors=True)
 

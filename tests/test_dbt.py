@@ -124,7 +124,10 @@ def test_changed_model_sql_rebuilds(project: Project) -> None:
     ("change", "reason"),
     [
         ("CREATE OR REPLACE TABLE lake.raw.payments AS FROM lake.raw.payments", "recreated"),
-        ("ALTER TABLE lake.raw.payments ADD COLUMN note VARCHAR", "altered"),
+        (
+            "ALTER TABLE lake.raw.payments ALTER amount TYPE DECIMAL(14, 2)",
+            "the columns read from source",
+        ),
     ],
 )
 def test_broken_change_feed_rebuilds(project: Project, change: str, reason: str) -> None:
@@ -134,6 +137,21 @@ def test_broken_change_feed_rebuilds(project: Project, change: str, reason: str)
     assert run.response("stg_payments")["code"] == "rebuild"
     assert reason in run.response("stg_payments")["_message"]
     assert reason in run.output
+
+
+def test_a_column_the_model_does_not_read_changes_nothing(project: Project) -> None:
+    project.dbt("run", "-s", "stg_payments")
+    with project.connect() as con:
+        con.execute("ALTER TABLE lake.raw.payments ADD COLUMN note VARCHAR")
+    run = project.dbt("build", "-s", "stg_payments")
+    assert run.response("stg_payments")["code"] == "unchanged"
+
+
+def test_status_through_dbt(project: Project) -> None:
+    operation = project.dbt("run-operation", "duckstream_status")
+    for model in ("lake.main.stg_orders", "lake.main.revenue_by_region"):
+        assert model in operation.output
+    assert "strategy" in operation.output and "behind" in operation.output
 
 
 def test_expired_snapshots_rebuild(project: Project) -> None:

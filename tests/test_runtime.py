@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dbt_duckstream import ConfigurationError
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
 
@@ -67,7 +68,10 @@ def test_changes_after_the_pinned_snapshot_wait_for_the_next_run(model, lake, mo
             "DROP TABLE t; CREATE TABLE t (k INTEGER, v INTEGER); INSERT INTO t VALUES (7, 7)",
             "dropped or recreated",
         ),
-        ("ALTER TABLE t ADD COLUMN w INTEGER; INSERT INTO t VALUES (8, 8, 8)", "altered"),
+        (
+            "ALTER TABLE t ALTER v TYPE BIGINT; INSERT INTO t VALUES (8, 8)",
+            "the columns read from source lake.main.t changed",
+        ),
     ],
 )
 def test_a_broken_change_feed_rebuilds(model, lake, change, reason):
@@ -77,12 +81,78 @@ def test_a_broken_change_feed_rebuilds(model, lake, change, reason):
     model.assert_consistent()
 
 
+def test_columns_the_model_does_not_read_come_and_go_without_a_rebuild(model, lake):
+    lake.execute("ALTER TABLE t ADD COLUMN note VARCHAR")
+    lake.execute("INSERT INTO t VALUES (8, 8, 'x')")
+    lake.execute("UPDATE t SET v = v + 1 WHERE k = 1")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+    lake.execute("ALTER TABLE t DROP COLUMN note")
+    lake.execute("DELETE FROM t WHERE k = 2")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+def test_a_read_column_dropped_and_added_again_rebuilds(model, lake):
+    lake.execute("ALTER TABLE t DROP COLUMN v")
+    lake.execute("ALTER TABLE t ADD COLUMN v INTEGER")  # same name and type, every value NULL
+    result = model.refresh()
+    assert result.strategy == "rebuild" and "columns read from source" in result.reason
+    model.assert_consistent()
+
+
+def test_a_renamed_read_column_fails_naming_it(model, lake):
+    lake.execute("ALTER TABLE t RENAME v TO value")
+    with pytest.raises(ConfigurationError, match="v"):
+        Model(lake, "m", SQL)
+
+
+def test_a_model_table_written_by_hand_rebuilds(model, lake):
+    lake.execute("DELETE FROM m WHERE k = 1")
+    lake.execute("INSERT INTO t VALUES (5, 5)")
+    result = model.refresh()
+    assert result.strategy == "rebuild" and "written outside dbt-duckstream" in result.reason
+    model.assert_consistent()
+    lake.execute("COMMENT ON TABLE m IS 'documented'")  # dbt's persist_docs: not a write
+    lake.execute("CALL ducklake_merge_adjacent_files('lake')")
+    lake.execute("INSERT INTO t VALUES (6, 6)")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+def test_deletion_vectors_rebuild_with_the_reason(model, lake):
+    lake.execute("CALL lake.set_option('write_deletion_vectors', true)")
+    lake.execute("CALL lake.set_option('data_inlining_row_limit', 0)")
+    lake.execute("INSERT INTO t SELECT i % 3, i FROM range(100) r(i)")
+    model.refresh()
+    lake.execute("DELETE FROM t WHERE v < 10")
+    result = model.refresh()
+    assert result.strategy == "rebuild" and "deletion vectors" in result.reason
+    model.assert_consistent()
+
+
 def test_expired_snapshots_behind_the_cursor_rebuild(model, lake):
     lake.execute("INSERT INTO t VALUES (9, 9)")
     lake.execute("INSERT INTO t VALUES (10, 10)")
     lake.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")
     result = model.refresh()
     assert result.strategy == "rebuild" and "expired" in result.reason
+    model.assert_consistent()
+
+
+def test_expired_snapshots_without_changes_to_the_sources_cost_no_rebuild(model, lake):
+    for i in range(3):
+        lake.execute(f"INSERT INTO other VALUES ({i})")  # not a source of the model
+    lake.execute("CALL ducklake_merge_adjacent_files('lake')")
+    lake.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    before = snapshot(lake)
+    result = model.refresh()
+    assert result.strategy == "unchanged" and "expired" in result.reason
+    assert snapshot(lake) == before + 1  # the cursor moved past the expired snapshots
+    assert model.refresh().strategy == "unchanged"
+    assert snapshot(lake) == before + 1
+    lake.execute("INSERT INTO t VALUES (1, 1)")
+    assert model.refresh().strategy == "incremental"
     model.assert_consistent()
 
 
@@ -102,7 +172,7 @@ def test_a_crash_mid_run_leaves_model_and_cursor_as_they_were(model, lake, monke
     lake.execute("UPDATE t SET v = 100 WHERE k = 1")
     lake.execute("DELETE FROM t WHERE k = 2")
     before_rows = sorted(lake.execute("SELECT * FROM m").fetchall())
-    before_cursor = lake.execute("SELECT snapshot_id FROM _duckstream_cursors").fetchall()
+    before_cursor = lake.execute("SELECT cursors FROM _duckstream_runs").fetchall()
     real = runtime.apply_statement
 
     def crash_on_insert(con, statement):
@@ -114,7 +184,7 @@ def test_a_crash_mid_run_leaves_model_and_cursor_as_they_were(model, lake, monke
     with pytest.raises(RuntimeError, match="simulated crash"):
         model.refresh()
     assert sorted(lake.execute("SELECT * FROM m").fetchall()) == before_rows
-    assert lake.execute("SELECT snapshot_id FROM _duckstream_cursors").fetchall() == before_cursor
+    assert lake.execute("SELECT cursors FROM _duckstream_runs").fetchall() == before_cursor
     monkeypatch.undo()
     result = model.refresh()
     assert (result.strategy, result.rows_deleted) == ("incremental", 2)
@@ -161,3 +231,17 @@ def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     lake.execute("DELETE FROM big WHERE v % 11 = 0")
     assert m.refresh(rebuild_above=None).strategy == "incremental"
     m.assert_consistent()
+
+
+def test_status_lists_each_model_with_its_last_run_and_lag(model, lake):
+    from dbt_duckstream.runtime.status import format_status, status
+
+    lake.execute("INSERT INTO t VALUES (4, 4)")
+    model.refresh()
+    lake.execute("INSERT INTO t VALUES (5, 5)")
+    lake.execute("INSERT INTO other VALUES (1)")  # not a source of the model
+    (row,) = status(lake, "lake", "main")
+    assert (row.model, row.last_run.strategy, row.behind) == ("lake.main.m", "incremental", 1)
+    assert (row.last_run.rows_inserted, row.last_run.rows_deleted) == (1, 0)
+    text = format_status([row])
+    assert "lake.main.m" in text and "incremental" in text

@@ -18,11 +18,13 @@ from typing import Any
 import duckdb
 
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
-from ..runtime import registry
+from ..retry import retrying
+from ..runtime import runlog
 from ..runtime.consistency import differences_sql
 from ..runtime.decide import rebuild_above
 from ..runtime.lake import describe
 from ..runtime.run import prepare, rebuild_unmaintainable, refresh, using
+from ..runtime.status import format_status, status
 from ..sql import TableRef, literal
 
 Request = dict[str, Any]
@@ -53,8 +55,12 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
                 "in full on every run"
             ) from error
         reason = f"ivm_fallback='rebuild': {error.construct} cannot be maintained"
-        result = rebuild_unmaintainable(
-            con, request["sql"], target, catalog=target.catalog, db=target.schema, reason=reason
+        # one transaction, like refresh: a lost commit race reruns it whole
+        result = retrying(
+            lambda: rebuild_unmaintainable(
+                con, request["sql"], target, catalog=target.catalog, db=target.schema, reason=reason
+            ),
+            f"incremental_ivm {target.key}",
         )
         return result.to_dict()
     result = refresh(
@@ -71,7 +77,7 @@ def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str,
     target = relation(request)
     sql = request.get("sql")
     if sql is None:
-        recorded = registry.lookup(con, target)
+        recorded = runlog.registered(con, target)
         if recorded.mode == "rebuild":
             return {"text": f"-- {target.key} is rebuilt on every run (ivm_fallback='rebuild')"}
         sql = recorded.sql
@@ -82,7 +88,7 @@ def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str,
 def consistency_sql(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
     """A query returning every row where the model differs from its SQL recomputed now."""
     target = relation(request)
-    recorded = registry.lookup(con, target)
+    recorded = runlog.registered(con, target)
     table_columns = describe(con, target.sql())
     with using(con, recorded.catalog, recorded.schema):
         query_columns = describe(con, recorded.sql)
@@ -93,10 +99,17 @@ def consistency_sql(con: duckdb.DuckDBPyConnection, request: Request) -> dict[st
     return {"sql": differences_sql(target.sql(), recorded.sql, table_columns)}
 
 
+def model_status(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
+    """Each maintained model of a schema: its last run, and snapshots behind its sources."""
+    rows = status(con, request["database"], request["schema"])
+    return {"text": format_status(rows) if rows else "no incremental_ivm model has run here"}
+
+
 FUNCTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, Request], dict[str, Any]]] = {
     "duckstream_run": run_model,
     "duckstream_explain": explain_model,
     "duckstream_consistency_sql": consistency_sql,
+    "duckstream_status": model_status,
 }
 
 

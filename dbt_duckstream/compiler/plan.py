@@ -15,7 +15,7 @@ from sqlglot import exp
 from ..errors import DuckstreamError
 from ..sql import TableRef, quote
 from .apply import Maintenance, delete_sql, insert_sql
-from .operators import Aggregate, Filter, Operator, Project
+from .operators import Aggregate, Filter, Operator, Project, Scan
 from .operators.aggregate import key_name
 from .parse import parse_table, qualify_sql
 from .render import MULT, Mode, RenderContext
@@ -49,6 +49,25 @@ class IVMPlan:
     @property
     def catalogs(self) -> tuple[str, ...]:
         return tuple(sorted({s.catalog for s in self.sources}))
+
+    @property
+    def source_reads(self) -> dict[str, tuple[str, ...]]:
+        """The columns the model reads from each source (by key), in first-read order."""
+        reads: dict[str, list[str]] = {s.key: [] for s in self.sources}
+        for node in self.root.walk():
+            if isinstance(node, Scan):
+                names = reads[node.table.key]
+                names += [c for c in node.read if c not in names]
+        return {key: tuple(names) for key, names in reads.items()}
+
+    def hides_snapshot_id(self, source: str) -> bool:
+        """Whether a source has a column named ``snapshot_id`` (DuckLake's virtual one then
+        cannot be read)."""
+        return any(
+            n.hides_snapshot_id
+            for n in self.root.walk()
+            if isinstance(n, Scan) and n.table.key == source
+        )
 
     @property
     def stored(self) -> tuple[Operator, ...]:

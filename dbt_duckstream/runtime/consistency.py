@@ -35,7 +35,7 @@ def differences_sql(table: str, query: str, columns: list[tuple[str, str]]) -> s
     select = ", ".join(quote(c) for c in names)
     leftovers = (
         f"WITH maintained AS (SELECT {select} FROM {table}),\n"
-        f"expected AS (SELECT {select} FROM ({query})),\n"
+        f"expected AS (SELECT {select} FROM (\n{query}\n)),\n"
         f"only_table AS (SELECT * FROM maintained EXCEPT ALL SELECT * FROM expected),\n"
         f"only_query AS (SELECT * FROM expected EXCEPT ALL SELECT * FROM maintained)"
     )

@@ -2,8 +2,10 @@
 
 The triggers are tried in the order of ``TRIGGERS``; the first that applies decides:
 
-    first run -> full refresh -> model SQL changed -> source feed broken (recreated, altered,
-    expired) -> nothing changed -> maintenance would cost more than a rebuild -> maintain
+    first run -> full refresh -> model SQL changed -> change feed unusable (a source
+    recreated, snapshots expired, deletion vectors) -> columns the model reads changed ->
+    the model's tables written by someone else -> nothing changed -> maintenance would cost
+    more than a rebuild -> maintain
 
 Everything is read from DuckLake's catalog metadata; no data is read. The cost choice weighs
 what maintenance reads and writes against what a rebuild does (``estimate``), in rows:
@@ -45,8 +47,16 @@ from ..compiler.operators import (
     Window,
 )
 from ..errors import ConfigurationError
-from .cursors import Cursor
-from .lake import feed_status, metadata_catalog, snapshot_exists
+from ..sql import TableRef
+from .lake import (
+    live_rows,
+    metadata_catalog,
+    read_columns,
+    snapshot_changes,
+    snapshot_exists,
+    uses_deletion_vectors,
+)
+from .runlog import Cursor, Entry, is_own_commit
 
 #: rebuild when the estimated maintenance work exceeds this share of a rebuild's
 REBUILD_ABOVE = 1.0
@@ -98,6 +108,8 @@ class Decision:
     #: the sources (keys) that changed in the window
     changed: frozenset[str] = frozenset()
     estimate: Estimate | None = None
+    #: an unchanged run that still records new cursors (the old ones expired)
+    advance: bool = False
 
     @property
     def refills(self) -> bool:
@@ -105,18 +117,45 @@ class Decision:
         return self.strategy is Strategy.REBUILD and bool(self.changed)
 
 
+#: snapshot change kinds that rewrite a table's storage without changing its rows
+COMPACTIONS = frozenset({"compacted_table", "merge_adjacent", "rewrite_delete", "inline_flush"})
+#: kinds that change a table's columns or comment, not its rows
+ALTERATIONS = frozenset({"altered_table", "created_table"})
+
+
+@dataclass(frozen=True)
+class WindowChanges:
+    """What happened in the window, from DuckLake's snapshot metadata."""
+
+    #: sources whose rows changed
+    changed: frozenset[str] = frozenset()
+    #: sources whose columns (or comment) changed
+    altered: frozenset[str] = frozenset()
+    #: why the window cannot be maintained from the change feed
+    broken: str | None = None
+    #: a write to the model's own tables that no run of the model made
+    foreign: str | None = None
+    #: catalogs whose snapshots behind the cursor expired, while the sources there provably
+    #: did not change: the cursor moves past them
+    expired: frozenset[str] = frozenset()
+
+
 @dataclass
 class Situation:
     """What a run knows when it decides: the plan, the pinned snapshots, the table ids of the
-    sources and the model, and the model's cursors."""
+    sources, the model and its state tables, and the model's last run."""
 
     con: duckdb.DuckDBPyConnection
     plan: IVMPlan
     pinned: dict[str, int]
     ids: dict[str, int | None]
-    cursors: dict[str, Cursor]
+    last: Entry | None
     full_refresh: bool = False
     rebuild_above: float | None = REBUILD_ABOVE
+
+    @property
+    def cursors(self) -> dict[str, Cursor]:
+        return {c.source: c for c in self.last.cursors} if self.last is not None else {}
 
     @property
     def window(self) -> dict[str, tuple[int, int]]:
@@ -132,31 +171,67 @@ class Situation:
         return Decision(strategy, reason, self.build_window)
 
     @cached_property
-    def feed(self) -> tuple[frozenset[str], str | None]:
-        """The sources that changed in the window, or why the change feed cannot be used."""
+    def changes(self) -> WindowChanges:
+        """What changed in the window for the model's sources and its own tables."""
         changed: set[str] = set()
-        for catalog in self.plan.catalogs:
-            sources = [s for s in self.plan.sources if s.catalog == catalog]
-            old = self.cursors[sources[0].key].snapshot_id
-            if old == self.pinned[catalog]:
+        altered: set[str] = set()
+        foreign: str | None = None
+        expired: set[str] = set()
+        own = {self.plan.target, *self.plan.state_tables}
+        for catalog, (old, new) in self.window.items():
+            if old == new:
                 continue
+            sources = [s for s in self.plan.sources if s.catalog == catalog]
             for source in sources:
                 if self.ids[source.key] != self.cursors[source.key].table_id:
-                    return frozenset(), f"source {source.key} was dropped or recreated"
+                    return WindowChanges(broken=f"source {source.key} was dropped or recreated")
             if not snapshot_exists(self.con, catalog, old):
-                return frozenset(), f"snapshot {old} of {catalog} expired behind the cursor"
-            by_id = {tid: s for s in sources if (tid := self.ids[s.key]) is not None}
-            status = feed_status(self.con, catalog, old, self.pinned[catalog], set(by_id))
-            for tid, what in status.broken.items():
-                return frozenset(), f"source {by_id[tid].key} {what}"
-            changed |= {by_id[tid].key for tid in status.changed}
-        return frozenset(changed), None
+                if not all(self._unchanged_since(s, old, new) for s in sources):
+                    return WindowChanges(
+                        broken=f"snapshot {old} of {catalog} expired behind the cursor"
+                    )
+                expired.add(catalog)
+                continue
+            by_id = {tid: s.key for s in sources if (tid := self.ids[s.key]) is not None}
+            mine = {tid for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
+            for change in snapshot_changes(self.con, catalog, old, new, set(by_id) | mine):
+                if change.table_id in mine:
+                    benign = change.kind in COMPACTIONS | ALTERATIONS
+                    if not benign and not is_own_commit(change, self.plan.target):
+                        foreign = foreign or (
+                            f"its table was written outside dbt-duckstream in snapshot "
+                            f"{change.snapshot_id} ({change.kind})"
+                        )
+                elif change.kind == "dropped_table":
+                    return WindowChanges(broken=f"source {by_id[change.table_id]} was dropped")
+                elif change.kind in ALTERATIONS:
+                    altered.add(by_id[change.table_id])
+                elif change.kind not in COMPACTIONS:
+                    changed.add(by_id[change.table_id])
+            touched = {tid for tid, key in by_id.items() if key in changed}
+            if uses_deletion_vectors(self.con, catalog, touched):
+                return WindowChanges(
+                    broken=f"a source in {catalog} writes deletion vectors, in which DuckLake "
+                    "does not record which snapshot deleted a row"
+                )
+        return WindowChanges(
+            frozenset(changed), frozenset(altered), None, foreign, frozenset(expired)
+        )
+
+    def _unchanged_since(self, source: TableRef, old: int, new: int) -> bool:
+        """Whether a source's rows at ``new`` are exactly its rows at the (expired) snapshot
+        ``old``: no live row version was written after ``old``, so every row live now was live
+        then, and the row count is the one recorded with the cursor."""
+        cursor = self.cursors[source.key]
+        if cursor.rows is None or self.plan.hides_snapshot_id(source.key):
+            return False
+        rows, newest = live_rows(self.con, source, new, newest=True)
+        return newest <= old and rows == cursor.rows
 
     @cached_property
     def costs(self) -> Estimate:
         """What maintaining this window and rebuilding would cost (``estimate``)."""
-        changed, _ = self.feed
-        return estimate(self.con, self.plan, self.window, changed, self.ids)
+        return estimate(self.con, self.plan, self.window, self.changes.changed, self.ids)
 
 
 Trigger = Callable[[Situation], "Decision | None"]
@@ -165,6 +240,8 @@ Trigger = Callable[[Situation], "Decision | None"]
 def first_run(s: Situation) -> Decision | None:
     if not s.cursors or s.ids[s.plan.target.key] is None:
         return s.rebuild("first run", Strategy.INITIAL)
+    if any(s.ids.get(t.key) is None for t in s.plan.state_tables):
+        return s.rebuild("its state tables are missing", Strategy.INITIAL)
     return None
 
 
@@ -174,27 +251,48 @@ def full_refresh(s: Situation) -> Decision | None:
 
 def sql_changed(s: Situation) -> Decision | None:
     sources = {source.key for source in s.plan.sources}
-    if set(s.cursors) != sources or any(c.sql_hash != s.plan.sql_hash for c in s.cursors.values()):
+    assert s.last is not None
+    if set(s.cursors) != sources or s.last.sql_hash != s.plan.sql_hash:
         return s.rebuild("model SQL changed")
     return None
 
 
 def feed_broken(s: Situation) -> Decision | None:
-    _, broken = s.feed
+    broken = s.changes.broken
     return s.rebuild(broken) if broken is not None else None
 
 
+def columns_changed(s: Situation) -> Decision | None:
+    """A source's columns changed: only those the model reads matter (their DuckLake ids,
+    names and types)."""
+    for key in sorted(s.changes.altered):
+        source = next(t for t in s.plan.sources if t.key == key)
+        tid = s.ids[key]
+        assert tid is not None
+        now = read_columns(s.con, source.catalog, tid, s.plan.source_reads[key])
+        if now != s.cursors[key].columns:
+            return s.rebuild(f"the columns read from source {key} changed")
+    return None
+
+
+def foreign_writes(s: Situation) -> Decision | None:
+    foreign = s.changes.foreign
+    return s.rebuild(foreign) if foreign is not None else None
+
+
 def nothing_changed(s: Situation) -> Decision | None:
-    changed, _ = s.feed
-    if changed:
+    if s.changes.changed:
         return None
+    if s.changes.expired:
+        reason = "no source changed; the cursor moves past expired snapshots"
+        return Decision(Strategy.UNCHANGED, reason, s.window, advance=True)
     return Decision(Strategy.UNCHANGED, "no source changed", s.window)
 
 
 def cheaper_to_rebuild(s: Situation) -> Decision | None:
     if s.rebuild_above is None:
         return None
-    changed, _ = s.feed
+    changed = s.changes.changed
     if not s.costs.rebuild_is_cheaper(s.rebuild_above):
         return None
     reason = f"cheaper than maintenance: {s.costs.describe()} (rebuild above {s.rebuild_above:.0%})"
@@ -202,7 +300,7 @@ def cheaper_to_rebuild(s: Situation) -> Decision | None:
 
 
 def maintain(s: Situation) -> Decision:
-    changed, _ = s.feed
+    changed = s.changes.changed
     reason = f"{len(changed)} of {len(s.plan.sources)} sources changed"
     whole = s.plan.recomputed_in_full(changed)
     if whole:
@@ -219,6 +317,8 @@ TRIGGERS: tuple[Trigger, ...] = (
     full_refresh,
     sql_changed,
     feed_broken,
+    columns_changed,
+    foreign_writes,
     nothing_changed,
     cheaper_to_rebuild,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import threading
 from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import ConfigurationError
+from ..retry import sqlite_write_turn
 from ..sql import TableRef, literal, quote
 
 
@@ -74,13 +76,14 @@ def attach_lake(
 @contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
     """One DuckLake snapshot, or none: commit when the block ends, roll back when it fails."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
+    with sqlite_write_turn(con):  # writers of a SQLite catalog take turns (see retry)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
 
 
 def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:
@@ -120,23 +123,28 @@ def table_id(con: duckdb.DuckDBPyConnection, table: TableRef) -> int | None:
 
 
 def table_ids(con: duckdb.DuckDBPyConnection, tables: list[TableRef]) -> dict[str, int | None]:
-    """The current ids of several tables, one metadata query per catalog."""
+    """The current ids of several tables, one metadata query per catalog.
+
+    Names match as DuckDB matches identifiers: without regard to case, quoted or not."""
     found: dict[str, int | None] = {t.key: None for t in tables}
     for catalog in sorted({t.catalog for t in tables}):
-        wanted = {(t.schema, t.name): t.key for t in tables if t.catalog == catalog}
+        wanted: dict[tuple[str, str], list[str]] = {}
+        for t in tables:
+            if t.catalog == catalog:
+                wanted.setdefault((t.schema.lower(), t.name.lower()), []).append(t.key)
         schemas = sorted({schema for schema, _ in wanted})
         marks = ", ".join("?" for _ in schemas)
         meta = metadata_catalog(catalog)
         rows = con.execute(
-            f"SELECT s.schema_name, t.table_name, t.table_id FROM {meta}.ducklake_table AS t "
-            f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-            f"WHERE s.schema_name IN ({marks}) "
+            f"SELECT lower(s.schema_name), lower(t.table_name), t.table_id "
+            f"FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+            f"WHERE lower(s.schema_name) IN ({marks}) "
             "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
             schemas,
         ).fetchall()
         for schema, name, tid in rows:
-            if (schema, name) in wanted:
-                found[wanted[(schema, name)]] = int(tid)
+            for key in wanted.get((schema, name), []):
+                found[key] = int(tid)
     return found
 
 
@@ -156,61 +164,112 @@ def table_names(
     return sorted(name for (name,) in rows)
 
 
-#: snapshot change kinds after which a table's change feed cannot be trusted
-BREAKING_CHANGES = {"altered_table": "altered", "dropped_table": "dropped"}
-
 #: one ``kind:table_id`` entry of ``ducklake_snapshot_changes.changes_made``; entries naming
 #: tables or schemas carry quoted names instead, which this never mistakes for an id
 _TABLE_CHANGE = re.compile(r"(?:^|,)([a-z_]+):(\d+)(?=,|$)")
 
 
 @dataclass(frozen=True)
-class FeedStatus:
-    """What happened to some tables in a window of snapshots, read from metadata only."""
+class SnapshotChange:
+    """What one snapshot did to one table, and who committed it."""
 
-    changed: frozenset[int]
-    broken: dict[int, str]
+    snapshot_id: int
+    kind: str  # DuckLake's word: inlined_insert, deleted_from_table, altered_table, ...
+    table_id: int
+    author: str | None
+    message: str | None
 
 
-def feed_status(
-    con: duckdb.DuckDBPyConnection, catalog: str, after: int, upto: int, table_ids: set[int]
-) -> FeedStatus:
-    """Which of ``table_ids`` had data changes, or schema changes, in ``(after, upto]``."""
-    meta = metadata_catalog(catalog)
+def snapshot_changes(
+    con: duckdb.DuckDBPyConnection, catalog: str, after: int, upto: int, tables: set[int]
+) -> list[SnapshotChange]:
+    """The changes to ``tables`` (ids) in the snapshots ``(after, upto]``, from metadata."""
+    if not tables:
+        return []
     rows = con.execute(
-        f"SELECT snapshot_id, changes_made FROM {meta}.ducklake_snapshot_changes "
+        f"SELECT snapshot_id, changes_made, author, commit_message FROM "
+        f"{metadata_catalog(catalog)}.ducklake_snapshot_changes "
         "WHERE snapshot_id > ? AND snapshot_id <= ? ORDER BY snapshot_id",
         [after, upto],
     ).fetchall()
-    changed: set[int] = set()
-    broken: dict[int, str] = {}
-    for snapshot_id, changes in rows:
-        for kind, value in _TABLE_CHANGE.findall(changes or ""):
-            tid = int(value)
-            if tid not in table_ids:
-                continue
-            if kind in BREAKING_CHANGES:
-                broken.setdefault(tid, f"{BREAKING_CHANGES[kind]} in snapshot {snapshot_id}")
-            else:
-                changed.add(tid)
-    return FeedStatus(frozenset(changed), broken)
+    return [
+        SnapshotChange(snapshot_id, kind, int(value), author, message)
+        for snapshot_id, changes, author, message in rows
+        for kind, value in _TABLE_CHANGE.findall(changes or "")
+        if int(value) in tables
+    ]
 
 
-#: optimizers that trust column statistics, which ``ducklake_table_changes`` reports from the
+def read_columns(
+    con: duckdb.DuckDBPyConnection, catalog: str, table: int, columns: tuple[str, ...]
+) -> str:
+    """The identity of the columns a model reads from a table: DuckLake's column ids, names
+    and types. A column dropped and added again has a new id; a type change shows too."""
+    rows = con.execute(
+        f"SELECT column_id, column_name, column_type FROM {metadata_catalog(catalog)}"
+        ".ducklake_column WHERE table_id = ? AND end_snapshot IS NULL "
+        "AND parent_column IS NULL ORDER BY column_order",
+        [table],
+    ).fetchall()
+    return ",".join(f"{cid}:{name}:{type_}" for cid, name, type_ in rows if name in columns)
+
+
+def live_rows(
+    con: duckdb.DuckDBPyConnection, table: TableRef, snapshot: int, *, newest: bool = False
+) -> tuple[int, int]:
+    """The table's row count at a snapshot and, when asked (a scan), the newest snapshot that
+    wrote one of its live row versions (DuckLake's virtual column ``snapshot_id``)."""
+    newest_sql = "coalesce(max(snapshot_id), 0)" if newest else "0"
+    row = con.execute(
+        f"SELECT count(*), {newest_sql} FROM {table.sql()} AT (VERSION => {snapshot})"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def uses_deletion_vectors(con: duckdb.DuckDBPyConnection, catalog: str, tables: set[int]) -> bool:
+    """Whether any of ``tables`` has deletes written as deletion vectors: DuckLake does not
+    record which snapshot deleted a row in them, so neither its feed nor time travel can tell
+    what a window deleted."""
+    if not tables:
+        return False
+    row = con.execute(
+        f"SELECT count(*) FROM {metadata_catalog(catalog)}.ducklake_delete_file "
+        f"WHERE table_id IN ({', '.join(str(t) for t in sorted(tables))}) "
+        "AND format <> 'parquet' AND end_snapshot IS NULL"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+#: optimizers that trust column statistics, which DuckLake's feed functions report from the
 #: current data files: after a rewrite older pre-images fall outside them (a pre-image v = 0
 #: with reported min 1 was compressed into an unsigned offset and wrapped around)
 STATISTICS_OPTIMIZERS = ("compressed_materialization", "statistics_propagation")
+
+#: ``disabled_optimizers`` is a setting of the whole DuckDB instance, which every dbt thread
+#: shares: the first run to read a feed disables them, the last one done restores them
+_guard = threading.Lock()
+_guard_users = 0
+_guard_restore = ""
 
 
 @contextmanager
 def feed_safe_optimizers(con: duckdb.DuckDBPyConnection) -> Generator[None]:
     """Disable statistics-driven optimizers while the block reads the feed, then restore them."""
-    row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
-    previous = str(row[0]) if row and row[0] else ""
-    wanted = [o for o in previous.split(",") if o.strip()]
-    wanted += [o for o in STATISTICS_OPTIMIZERS if o not in wanted]
-    con.execute(f"SET disabled_optimizers = {literal(','.join(wanted))}")
+    global _guard_users, _guard_restore
+    with _guard:
+        row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
+        current = str(row[0]) if row and row[0] else ""
+        if _guard_users == 0:
+            _guard_restore = current
+        wanted = [o for o in current.split(",") if o.strip()]
+        wanted += [o for o in STATISTICS_OPTIMIZERS if o not in wanted]
+        con.execute(f"SET disabled_optimizers = {literal(','.join(wanted))}")
+        _guard_users += 1
     try:
         yield
     finally:
-        con.execute(f"SET disabled_optimizers = {literal(previous)}")
+        with _guard:
+            _guard_users -= 1
+            if _guard_users == 0:
+                con.execute(f"SET disabled_optimizers = {literal(_guard_restore)}")

@@ -18,14 +18,17 @@ import duckdb
 
 from ..compiler import STATE_PREFIX, IVMPlan, Schema, compile_ivm, parse_table, source_tables
 from ..errors import ConfigurationError, UnsupportedSQLError
-from ..sql import TableRef, literal, quote
-from . import cursors, registry
+from ..retry import retrying
+from ..sql import TableRef, bare_statement, literal, quote
+from . import runlog
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide
 from .lake import (
     current_snapshot,
     describe,
     feed_safe_optimizers,
     is_ducklake,
+    live_rows,
+    read_columns,
     table_id,
     table_ids,
     table_names,
@@ -76,6 +79,7 @@ def prepare(
     db: str = "main",
 ) -> IVMPlan:
     """Compile model SQL against the live catalog: source schemas and exact output types."""
+    sql = bare_statement(sql)
     target_ref = parse_table(target, catalog, db) if isinstance(target, str) else target
     if not is_ducklake(con, target_ref.catalog):
         raise ConfigurationError(
@@ -96,7 +100,13 @@ def prepare(
             describe(con, source.sql())
         )
     with using(con, catalog, db):
-        output = describe(con, sql)
+        try:
+            output = describe(con, sql)
+        except duckdb.Error as error:
+            raise ConfigurationError(
+                f"the SQL of model {target_ref.key} does not bind against its sources ({error}); "
+                "if a source's columns changed, update the model to match"
+            ) from error
     if any(name.lower() == "rowid" for name, _ in output):
         raise UnsupportedSQLError(
             "a model column named rowid",
@@ -132,20 +142,30 @@ def refresh(
     instead (see ``decide``); None always maintains.
     """
     started = time.perf_counter()
-    with transaction(con):
-        situation = Situation(
-            con,
-            plan,
-            pinned={catalog: current_snapshot(con, catalog) for catalog in plan.catalogs},
-            ids=table_ids(con, [*plan.sources, plan.target]),
-            cursors={c.source: c for c in cursors.read(con, plan.target)},
-            full_refresh=full_refresh,
-            rebuild_above=rebuild_above,
-        )
-        decision = decide(situation)
-        result = execute(con, plan, decision, situation)
-        if result.strategy != Strategy.UNCHANGED:
-            _label(con, plan.target, result)
+
+    def run() -> RunResult:
+        runlog.ensure(con, plan.target)
+        with transaction(con):
+            situation = Situation(
+                con,
+                plan,
+                pinned={catalog: current_snapshot(con, catalog) for catalog in plan.catalogs},
+                ids=table_ids(con, [*plan.sources, plan.target, *plan.state_tables]),
+                last=runlog.last(con, plan.target),
+                full_refresh=full_refresh,
+                rebuild_above=rebuild_above,
+            )
+            decision = decide(situation)
+            result = execute(con, plan, decision, situation)
+            if result.strategy != Strategy.UNCHANGED or decision.advance:
+                result.seconds = time.perf_counter() - started
+                registered = result.strategy != Strategy.UNCHANGED and not decision.refills
+                _record(con, plan, situation, decision, result, registered=registered)
+                _label(con, plan.target, result)
+        return result
+
+    # a run that loses a commit race to another writer reruns whole: new pin, new decision
+    result = retrying(run, f"incremental_ivm {plan.target.key}")
     result.seconds = time.perf_counter() - started
     return result
 
@@ -161,31 +181,67 @@ def execute(
         _maintain(con, plan, decision, result)
     else:
         _rebuild(con, plan, decision, result)
-        if not decision.refills:  # the registry already holds this SQL
-            catalog, db = plan.default_schema
-            registry.record(
-                con,
-                plan.target,
-                registry.RegisteredModel(plan.sql, catalog, db, "incremental"),
-                plan.sql_hash,
-            )
-    pinned, ids = situation.pinned, situation.ids
-    cursors.write(
-        con,
-        plan.target,
-        [
-            cursors.Cursor(s.key, s.catalog, ids[s.key], pinned[s.catalog], plan.sql_hash)
-            for s in plan.sources
-        ],
-    )
     return result
+
+
+def _record(
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    situation: Situation,
+    decision: Decision,
+    result: RunResult,
+    *,
+    registered: bool,
+) -> None:
+    """Log the run with the model's new cursors (and its SQL, when it was built anew)."""
+    pinned, ids, reads = situation.pinned, situation.ids, plan.source_reads
+    built = decision.strategy in (Strategy.INITIAL, Strategy.REBUILD)
+
+    def rows(source: TableRef) -> int:
+        """The source's row count at the pin: counted when it may have changed."""
+        previous = situation.cursors.get(source.key)
+        if (
+            not built
+            and source.key not in decision.changed
+            and previous
+            and previous.rows is not None
+        ):
+            return previous.rows
+        return live_rows(con, source, pinned[source.catalog])[0]
+
+    cursors = tuple(
+        runlog.Cursor(
+            s.key,
+            s.catalog,
+            tid := ids[s.key],
+            pinned[s.catalog],
+            read_columns(con, s.catalog, tid, reads[s.key]) if tid is not None else "",
+            s.schema,
+            s.name,
+            rows(s),
+        )
+        for s in plan.sources
+    )
+    catalog, db = plan.default_schema
+    entry = runlog.Entry(
+        result.strategy,
+        result.reason,
+        plan.sql_hash,
+        cursors,
+        result.rows_inserted,
+        result.rows_deleted,
+        result.seconds,
+        runlog.RegisteredModel(plan.sql, catalog, db, "incremental") if registered else None,
+    )
+    runlog.append(con, plan.target, entry)
 
 
 def _label(con: duckdb.DuckDBPyConnection, target: TableRef, result: RunResult) -> None:
     """Name the model and what the run did in the snapshot's commit message."""
-    message = f"incremental_ivm {target.key}: {result.strategy} ({result.reason})"
+    message = runlog.commit_message(target, result.strategy, result.reason)
     con.execute(
-        f"CALL {quote(target.catalog)}.set_commit_message('dbt-duckstream', {literal(message)})"
+        f"CALL {quote(target.catalog)}.set_commit_message("
+        f"{literal(runlog.AUTHOR)}, {literal(message)})"
     )
 
 
@@ -204,19 +260,32 @@ def rebuild_unmaintainable(
     of an earlier maintainable version are dropped, so a later maintainable version starts over.
     """
     started = time.perf_counter()
+    sql = bare_statement(sql)
     if not is_ducklake(con, target.catalog):
         raise ConfigurationError(f"model {target.key} must live in a DuckLake catalog")
     result = RunResult(target.key, Strategy.REBUILD, reason, {})
+    runlog.ensure(con, target)
     with transaction(con):
         _drop_view_in_the_way(con, target)
         con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
         with using(con, catalog, db):
             con.execute(f"CREATE TABLE {target.sql()} AS {sql}")
         _drop_state_tables(con, target, keep=set())
-        cursors.drop(con, target)
-        registry.record(con, target, registry.RegisteredModel(sql, catalog, db, "rebuild"), "")
         row = con.execute(f"SELECT count(*) FROM {target.sql()}").fetchone()
         result.rows_inserted = int(row[0]) if row else 0
+        result.seconds = time.perf_counter() - started
+        registered = runlog.RegisteredModel(sql, catalog, db, "rebuild")
+        runlog.append(
+            con,
+            target,
+            runlog.Entry(
+                result.strategy,
+                reason,
+                rows_inserted=result.rows_inserted,
+                seconds=result.seconds,
+                registered=registered,
+            ),
+        )
         _label(con, target, result)
     result.seconds = time.perf_counter() - started
     return result

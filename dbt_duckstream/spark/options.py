@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -11,13 +11,15 @@ import duckdb
 from ..errors import ConfigurationError
 from ..runtime.lake import attach_lake, describe
 from ..sql import TableRef
+from .storage import Storage, is_object_store
 
 ALIAS = "lake"
 
 
 @dataclass(frozen=True)
 class LakeOptions:
-    """Where the table is: catalog (DuckDB file, ``sqlite:<file>``, ``postgres:<dsn>``)."""
+    """Where the table is: catalog (DuckDB file, ``sqlite:<file>``, ``postgres:<dsn>``), and
+    the object storage settings when its data path is in S3 (see ``storage``)."""
 
     catalog: str
     data_path: str | None
@@ -26,6 +28,7 @@ class LakeOptions:
     op_column: str = "_op"
     snapshot: int | None = None
     partitions: int | None = None
+    storage: Storage = field(default_factory=Storage)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> LakeOptions:
@@ -51,6 +54,7 @@ class LakeOptions:
             op_column=options.get("op_column", "_op"),
             snapshot=int(snapshot) if snapshot is not None else None,
             partitions=int(partitions) if partitions is not None else None,
+            storage=Storage.parse(options),
         )
 
     def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -60,9 +64,14 @@ class LakeOptions:
             Path(location).parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect()
         try:
+            remote = is_object_store(self.data_path or "")
+            if remote:
+                self.storage.configure(con)
             attach_lake(
                 con, self.catalog, alias=ALIAS, data_path=self.data_path, read_only=read_only
             )
+            if not remote and is_object_store(self._data_path(con)):
+                self.storage.configure(con)  # a lake in S3, opened without its data path
         except duckdb.Error as error:
             con.close()
             raise ConfigurationError(
@@ -83,9 +92,13 @@ class LakeOptions:
 
     def data_directory(self, con: duckdb.DuckDBPyConnection) -> str:
         """Where the table's new Parquet files go: beside DuckLake's own."""
+        data_path = self._data_path(con)
+        if not data_path:
+            raise ConfigurationError(f"the DuckLake {self.catalog} has no data_path")
+        return f"{data_path.rstrip('/')}/{self.table.schema}/{self.table.name}"
+
+    def _data_path(self, con: duckdb.DuckDBPyConnection) -> str:
         row = con.execute(
             f"SELECT value FROM {ALIAS}.options() WHERE option_name = 'data_path'"
         ).fetchone()
-        if row is None or not row[0]:
-            raise ConfigurationError(f"the DuckLake {self.catalog} has no data_path")
-        return f"{str(row[0]).rstrip('/')}/{self.table.schema}/{self.table.name}"
+        return str(row[0]) if row and row[0] else ""

@@ -1,26 +1,26 @@
 """Writing a DataFrame into a DuckLake table: Parquet from the executors, one commit on the driver.
 
 Each task writes its rows to one Parquet file (under a temporary name, renamed when complete),
-and returns the file's path. The driver then registers every file, replaces the table's rows,
-or applies the change set, in a single DuckLake transaction: one snapshot for the whole job,
-or, when anything fails, no snapshot and no files left behind.
+and returns the file's path; files go to the lake's data path, a directory or S3-compatible
+storage (``storage``). The driver then registers every file, replaces the table's rows, or
+applies the change set, in a single DuckLake transaction: one snapshot for the whole job, or,
+when anything fails, no snapshot and no files left behind. A commit that loses a race with
+another writer of the catalog (``dbt run``, another job) is retried whole (``retry``).
 """
 
 from __future__ import annotations
 
-import glob
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError
+from ..retry import retrying
 from ..runtime.lake import transaction
 from ..sql import literal, quote
 from .options import LakeOptions
@@ -50,16 +50,24 @@ class DuckLakeWriter(DataSourceArrowWriter):
         self.columns = {f.name: str(duckdb.sqltype(duckdb_type(f.dataType))) for f in schema.fields}
         if self.merge:
             self._check_change_set()
-        with options.connect() as con:
-            existing = options.table_columns(con)
+        self.directory = retrying(self._inspect, f"spark job {self.job} reading {self.table_key}")
+        self.staging = (
+            f"{self.directory.rsplit('/', 2)[0]}/_duckstream_staging/{self.job}"
+            if self.merge
+            else self.directory
+        )
+
+    def _inspect(self) -> str:
+        """Check the DataFrame against the table, if it exists; the table's data directory."""
+        with self.options.connect() as con:
+            existing = self.options.table_columns(con)
             if existing is not None:
-                check_schema(options.table.key, self.table_columns, existing)
-            self.directory = options.data_directory(con)
-            self.staging = (
-                f"{self.directory.rsplit('/', 2)[0]}/_duckstream_staging/{self.job}"
-                if self.merge
-                else self.directory
-            )
+                check_schema(self.table_key, self.table_columns, existing)
+            return self.options.data_directory(con)
+
+    @property
+    def table_key(self) -> str:
+        return self.options.table.key
 
     @property
     def table_columns(self) -> dict[str, str]:
@@ -78,18 +86,19 @@ class DuckLakeWriter(DataSourceArrowWriter):
     # -- on the executors --------------------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
-        os.makedirs(self.staging, exist_ok=True)
+        storage = self.options.storage
+        storage.make_directory(self.staging)
         name = f"ducklake-spark-{self.job}-{uuid.uuid4().hex}.parquet"
         final = f"{self.staging}/{name}"
         partial = f"{self.staging}/.tmp-{self.job}-{name}"
-        writer: pq.ParquetWriter | None = None
+        writer = None
         rows = 0
         try:
             for batch in iterator:
                 if batch.num_rows == 0:
                     continue
                 if writer is None:
-                    writer = pq.ParquetWriter(partial, batch.schema)
+                    writer = storage.parquet_writer(partial, batch.schema)
                 writer.write_batch(batch)
                 rows += batch.num_rows
         finally:
@@ -97,7 +106,7 @@ class DuckLakeWriter(DataSourceArrowWriter):
                 writer.close()
         if writer is None:
             return WrittenFiles()
-        os.replace(partial, final)
+        storage.move(partial, final)
         return WrittenFiles([final], rows)
 
     # -- on the driver -----------------------------------------------------------------------
@@ -105,8 +114,14 @@ class DuckLakeWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, WrittenFiles) for f in m.files]
         try:
-            with self.options.connect() as con:
-                self._commit(con, files)
+            # a commit that lost a race left nothing behind: connect and commit again
+            attempts: list[int] = []
+
+            def attempt() -> None:
+                attempts.append(1)
+                self._connect_and_commit(files, retry=len(attempts) > 1)
+
+            retrying(attempt, f"spark job {self.job}")
         except BaseException:
             self._remove(files)
             raise
@@ -114,13 +129,28 @@ class DuckLakeWriter(DataSourceArrowWriter):
             self._remove_partials()
             if self.merge:
                 self._remove(files)
-                _remove_directory(self.staging)
+                self.options.storage.remove_empty_directory(self.staging)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self._remove([f for m in messages if isinstance(m, WrittenFiles) for f in m.files])
         self._remove_partials()
         if self.merge:
-            _remove_directory(self.staging)
+            self.options.storage.remove_empty_directory(self.staging)
+
+    def _connect_and_commit(self, files: list[str], *, retry: bool) -> None:
+        with self.options.connect() as con:
+            if retry and self._committed(con):
+                return  # the failed attempt's commit had landed after all: never apply twice
+            self._commit(con, files)
+
+    def _committed(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Whether a snapshot of this job exists (its commit message names the job)."""
+        row = con.execute(
+            f"SELECT count(*) FROM {quote(self.options.table.catalog)}.snapshots() "
+            "WHERE commit_message LIKE ?",
+            [f"spark % job {self.job}"],
+        ).fetchone()
+        return bool(row and row[0])
 
     def _commit(self, con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
         table = self.options.table
@@ -201,18 +231,11 @@ class DuckLakeWriter(DataSourceArrowWriter):
         con.execute("DROP TABLE _duckstream_changes")
 
     def _remove(self, files: list[str]) -> None:
-        for path in files:
-            if os.path.exists(path):
-                os.remove(path)
+        self.options.storage.remove(files)
 
     def _remove_partials(self) -> None:
-        for path in glob.glob(f"{self.staging}/.tmp-{self.job}-*"):
-            os.remove(path)
-
-
-def _remove_directory(path: str) -> None:
-    if os.path.isdir(path) and not os.listdir(path):
-        os.rmdir(path)
+        storage = self.options.storage
+        storage.remove(storage.list_files(self.staging, f".tmp-{self.job}-"))
 
 
 def check_schema(table: str, frame: dict[str, str], existing: dict[str, str]) -> None:

@@ -1,0 +1,202 @@
+"""Retrying a unit of work that lost a commit race on a shared DuckLake catalog.
+
+Several processes share a lake (Spark jobs commit to the sources while ``dbt run`` maintains the
+models), and a commit can lose to another one. DuckLake retries its own snapshot-id races a few
+times; what reaches the caller is one of these (DuckDB 1.5.5, measured here):
+
+- DuckLake's conflict check: ``Failed to commit DuckLake transaction. Transaction conflict -
+  attempting to insert into table with index "5" - but another transaction has deleted inlined
+  data from it`` (also: has deleted from it, has inserted into it, has dropped it already);
+- a SQLite catalog busy with another process's transaction: ``Failed to flush changes into
+  DuckLake: database is locked``, ``Failed to execute query "COMMIT": database is locked``, and
+  before the commit ``Failed to query most recent snapshot for DuckLake: ... database is locked``;
+- a PostgreSQL catalog whose snapshot-id race outlasted DuckLake's own retries: ``Exceeded the
+  maximum retry count of 10 set by the ducklake_max_retry_count setting ... duplicate key value
+  violates unique constraint "ducklake_snapshot_pkey"``, and PostgreSQL's serialization
+  failures (SQLSTATE 40001 ``could not serialize access due to concurrent update``, 40P01
+  ``deadlock detected``).
+
+None of them leaves anything behind (the transaction is rolled back), so the cure is to run
+the whole unit again: for a maintenance run that means pinning a new snapshot, deciding again
+and redoing the work, never re-committing a half-built transaction.
+
+A SQLite catalog needs more than retries. DuckLake holds a SQLite read transaction for the whole
+DuckDB transaction and writes only when it commits; SQLite refuses at once to turn a read
+transaction into a write while another connection is writing. So a long transaction (a
+maintenance run) loses to any short one (a pipeline's commit) that starts committing meanwhile,
+and with a pipeline committing every fraction of a second, it loses on every retry. Writers of
+one SQLite catalog therefore take turns: ``sqlite_write_turn`` holds an exclusive lock on a file
+beside the catalog for the length of a transaction, and every transaction of this package
+(maintenance runs, Spark commits) takes it (``lake.transaction``).
+
+>>> is_retryable(RuntimeError("Failed to flush changes into DuckLake: database is locked"))
+True
+>>> is_retryable(RuntimeError("Binder Error: Referenced column amount not found"))
+False
+>>> calls = []
+>>> def flaky():
+...     calls.append(1)
+...     if len(calls) < 3:
+...         raise RuntimeError("Transaction conflict - attempting to insert into table")
+...     return "done"
+>>> retrying(flaky, "a test", policy=RetryPolicy(base_delay=0.0))
+'done'
+>>> len(calls)
+3
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Generator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import duckdb
+
+LOGGER = logging.getLogger("dbt_duckstream")
+
+T = TypeVar("T")
+
+#: fragments of the messages of failures that a rerun of the same unit can get past
+RETRYABLE_MESSAGES = (
+    # DuckLake's optimistic concurrency: another transaction touched the same table
+    "Transaction conflict",
+    # DuckDB's own write-write conflicts (several connections of one process)
+    "write-write conflict",
+    # SQLite catalog: another process holds the database lock (SQLITE_BUSY, SQLITE_LOCKED)
+    "database is locked",
+    "database table is locked",
+    # PostgreSQL catalog: DuckLake's snapshot-id race after its own retries, and PostgreSQL's
+    # serialization failures (SQLSTATE 40001, 40P01)
+    "Exceeded the maximum retry count",
+    'violates unique constraint "ducklake_',
+    "could not serialize access",
+    "deadlock detected",
+)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether ``error`` is a lost commit race, which rerunning the whole unit can get past."""
+    message = str(error)
+    return any(fragment in message for fragment in RETRYABLE_MESSAGES)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """At most ``attempts`` runs; between them, exponential backoff with full jitter.
+
+    The n-th wait is drawn uniformly from ``[0, min(max_delay, base_delay * 2**n)]``, so that
+    processes that collided once do not collide again in lockstep. The defaults (8 runs, waits
+    of up to 0.1, 0.2, ... 3.2 s) give up after about 6 s of waiting on average.
+    """
+
+    attempts: int = 8
+    base_delay: float = 0.1
+    max_delay: float = 5.0
+
+    @classmethod
+    def from_environment(cls) -> RetryPolicy:
+        """``DUCKSTREAM_COMMIT_ATTEMPTS`` overrides the number of runs (1: never retry)."""
+        attempts = os.environ.get("DUCKSTREAM_COMMIT_ATTEMPTS")
+        return cls(attempts=max(1, int(attempts))) if attempts else cls()
+
+    def delay(self, retry: int, rng: random.Random | None = None) -> float:
+        """The wait before retry number ``retry`` (0 for the first retry)."""
+        ceiling = min(self.max_delay, self.base_delay * 2**retry)
+        return (rng or random).uniform(0.0, ceiling)
+
+
+def retrying(
+    unit: Callable[[], T],
+    what: str,
+    *,
+    policy: RetryPolicy | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run ``unit``; when it fails with a lost commit race, wait and run it again.
+
+    ``unit`` must be the whole unit of work, from its first read to its commit, and must leave
+    nothing behind when it fails (one transaction). Each retry is logged at warning level on
+    the ``dbt_duckstream`` logger, naming ``what`` and the error; the last failure, or any
+    failure that is not a commit race, propagates unchanged.
+    """
+    policy = policy or RetryPolicy.from_environment()
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return unit()
+        except Exception as error:
+            if attempt >= policy.attempts or not is_retryable(error):
+                raise
+            wait = policy.delay(attempt - 1)
+            LOGGER.warning(
+                "%s lost a commit race (attempt %d of %d), retrying in %.2fs: %s",
+                what,
+                attempt,
+                policy.attempts,
+                wait,
+                _first_line(error),
+            )
+            sleep(wait)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _first_line(error: BaseException) -> str:
+    """The error without DuckLake's multi-line SQL dumps: its first two lines."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return " ".join(lines[:2])[:500]
+
+
+#: how long a writer waits for its turn on a SQLite catalog before going ahead without it
+TURN_TIMEOUT = 600.0
+
+
+@contextmanager
+def sqlite_write_turn(
+    con: duckdb.DuckDBPyConnection, timeout: float = TURN_TIMEOUT
+) -> Generator[None]:
+    """Wait for this process's turn to write to the SQLite catalogs attached to ``con``.
+
+    The turn is an exclusive ``flock`` on ``<catalog file>.lock``, held until the block ends;
+    every transaction of this package takes it, so on one machine they write one at a time
+    and none loses its commit to another. Nothing happens for other catalogs. A writer that
+    has waited ``timeout`` seconds goes ahead (and may have to retry its commit).
+    """
+    rows = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE type = 'ducklake' AND path LIKE 'sqlite:%'"
+    ).fetchall()
+    files = sorted({str(path).removeprefix("sqlite:") for (path,) in rows})
+    with ExitStack() as turns:
+        for file in files:
+            turns.enter_context(_file_lock(f"{file}.lock", timeout))
+        yield
+
+
+@contextmanager
+def _file_lock(path: str, timeout: float) -> Generator[None]:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:  # a read-only directory: no turns, only retries
+        LOGGER.warning("cannot open the write lock %s (%s): writing without it", path, error)
+        yield
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        locked = False
+        while not locked:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    LOGGER.warning("waited %.0fs for the write lock %s: going ahead", timeout, path)
+                    break
+                time.sleep(random.uniform(0.005, 0.02))
+        yield
+    finally:
+        os.close(fd)  # releases the lock

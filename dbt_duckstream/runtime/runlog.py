@@ -1,0 +1,254 @@
+"""The run log: one row per run that wrote something, per model, in an append-only table.
+
+Each row holds what the run did (strategy, reason, rows, time) and where it left the model: a
+cursor per source (the snapshot applied, the source's table id, the columns the model reads)
+and the hash of the plan. A run that (re)builds the model also records the SQL it was built
+from, which ``ivm_consistent`` and ``duckstream_explain`` read. The latest row of a model is
+its state; older rows are its history (``duckstream status``).
+
+The table lives in DuckLake beside the models, so a run's row commits in the same snapshot as
+the rows it accounts for. Rows are only ever appended: DuckLake commits concurrent inserts into
+one table, while concurrent deletes of its inlined rows conflict, so models maintained by
+several dbt threads at once never contend here. A model's history is trimmed now and then.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+import duckdb
+
+from ..errors import ConfigurationError
+from ..sql import TableRef
+from .lake import SnapshotChange, table_id
+
+RUN_LOG = "_duckstream_runs"
+#: the author of every snapshot a run commits
+AUTHOR = "dbt-duckstream"
+#: trim a model's history to ``KEEP`` rows once it holds ``TRIM_AT``
+TRIM_AT, KEEP = 1000, 100
+
+_COLUMNS = (
+    "model VARCHAR, run BIGINT, strategy VARCHAR, reason VARCHAR, rows_inserted BIGINT, "
+    "rows_deleted BIGINT, seconds DOUBLE, finished_at TIMESTAMP WITH TIME ZONE, "
+    "sql_hash VARCHAR, cursors VARCHAR, sql VARCHAR, default_catalog VARCHAR, "
+    "default_schema VARCHAR, mode VARCHAR"
+)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a model stands against one source."""
+
+    source: str
+    catalog: str
+    table_id: int | None
+    snapshot_id: int
+    #: the columns (and types) the model reads from the source, as it read them
+    columns: str = ""
+    schema: str = ""
+    table: str = ""
+    #: the source's row count at ``snapshot_id``
+    rows: int | None = None
+
+    @property
+    def ref(self) -> TableRef:
+        return TableRef(self.catalog, self.schema, self.table)
+
+
+@dataclass(frozen=True)
+class RegisteredModel:
+    """The SQL a model was last built from, and how names in it resolve."""
+
+    sql: str
+    catalog: str
+    schema: str
+    mode: str  # "incremental" or "rebuild" (ivm_fallback)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the run log."""
+
+    strategy: str
+    reason: str
+    sql_hash: str = ""
+    cursors: tuple[Cursor, ...] = ()
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+    seconds: float = 0.0
+    #: recorded when the model is (re)built from new SQL
+    registered: RegisteredModel | None = None
+    run: int = 0
+    finished_at: datetime | None = None
+
+
+def commit_message(target: TableRef, strategy: str, reason: str) -> str:
+    """How a run labels its snapshot, so that later runs know their own commits."""
+    return f"incremental_ivm {target.key}: {strategy} ({reason})"
+
+
+def is_own_commit(change: SnapshotChange, target: TableRef) -> bool:
+    """Whether a snapshot was committed by a run of this model."""
+    return change.author == AUTHOR and (change.message or "").startswith(
+        f"incremental_ivm {target.key}: "
+    )
+
+
+def log_table(target: TableRef) -> TableRef:
+    """The run log of the models in ``target``'s schema."""
+    return target.sibling(RUN_LOG)
+
+
+def exists(con: duckdb.DuckDBPyConnection, target: TableRef) -> bool:
+    return table_id(con, log_table(target)) is not None
+
+
+#: one creation at a time per process: dbt threads start their first runs together
+_creating = threading.Lock()
+
+
+def ensure(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
+    """Create the run log in its own commit, before a run's transaction begins (models run by
+    several threads would otherwise all create it, and all but one commit would fail)."""
+    if exists(con, target):
+        return
+    with _creating:
+        try:
+            con.execute(f"CREATE TABLE IF NOT EXISTS {log_table(target).sql()} ({_COLUMNS})")
+        except duckdb.TransactionException:
+            if not exists(con, target):  # not a creation by another process: a real failure
+                raise
+
+
+def last(con: duckdb.DuckDBPyConnection, target: TableRef) -> Entry | None:
+    """The model's latest run, or None when it never ran (or its log is gone)."""
+    if not exists(con, target):
+        return None
+    row = _read(
+        con,
+        target,
+        "SELECT run, strategy, reason, sql_hash, cursors, rows_inserted, rows_deleted, seconds, "
+        f"finished_at FROM {log_table(target).sql()} WHERE model = ? ORDER BY run DESC LIMIT 1",
+    )
+    if row is None:
+        return None
+    run, strategy, reason, sql_hash, cursors, inserted, deleted, seconds, finished = row
+    return Entry(
+        strategy,
+        reason,
+        sql_hash or "",
+        tuple(Cursor(**c) for c in json.loads(cursors or "[]")),
+        inserted or 0,
+        deleted or 0,
+        seconds or 0.0,
+        run=run,
+        finished_at=finished,
+    )
+
+
+def cursors(con: duckdb.DuckDBPyConnection, target: TableRef) -> dict[str, Cursor]:
+    """The model's cursors by source key (none when it must be built)."""
+    entry = last(con, target)
+    return {c.source: c for c in entry.cursors} if entry is not None else {}
+
+
+def append(con: duckdb.DuckDBPyConnection, target: TableRef, entry: Entry) -> None:
+    """Record a run (inside its transaction; ``ensure`` the log first)."""
+    previous = last(con, target)
+    run = previous.run + 1 if previous is not None else 1
+    registered = entry.registered
+    con.execute(
+        f"INSERT INTO {log_table(target).sql()} VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?)",
+        [
+            target.name,
+            run,
+            entry.strategy,
+            entry.reason,
+            entry.rows_inserted,
+            entry.rows_deleted,
+            round(entry.seconds, 6),
+            entry.sql_hash,
+            json.dumps([asdict(c) for c in entry.cursors]),
+            registered.sql if registered else None,
+            registered.catalog if registered else None,
+            registered.schema if registered else None,
+            registered.mode if registered else None,
+        ],
+    )
+    if run % TRIM_AT == 0:
+        _trim(con, target, run)
+
+
+def _trim(con: duckdb.DuckDBPyConnection, target: TableRef, run: int) -> None:
+    """Keep the last ``KEEP`` runs, and the run that recorded the model's SQL."""
+    table = log_table(target).sql()
+    con.execute(
+        f"DELETE FROM {table} WHERE model = ? AND run <= ? AND run < (SELECT max(run) FROM "
+        f"{table} WHERE model = ? AND sql IS NOT NULL)",
+        [target.name, run - KEEP, target.name],
+    )
+
+
+def registered(con: duckdb.DuckDBPyConnection, target: TableRef) -> RegisteredModel:
+    """The model's recorded SQL; an error that says what to do when it was never built."""
+    missing = ConfigurationError(
+        f"{target.key} has not been built by incremental_ivm yet: run it first (dbt run)"
+    )
+    if not exists(con, target):
+        raise missing
+    row = _read(
+        con,
+        target,
+        f"SELECT sql, default_catalog, default_schema, mode FROM {log_table(target).sql()} "
+        "WHERE model = ? AND sql IS NOT NULL ORDER BY run DESC LIMIT 1",
+    )
+    if row is None:
+        raise missing
+    return RegisteredModel(*row)
+
+
+def history(con: duckdb.DuckDBPyConnection, target: TableRef, limit: int = 20) -> list[Entry]:
+    """The model's latest runs, newest first."""
+    if not exists(con, target):
+        return []
+    rows = con.execute(
+        "SELECT run, strategy, reason, rows_inserted, rows_deleted, seconds, finished_at "
+        f"FROM {log_table(target).sql()} WHERE model = ? ORDER BY run DESC LIMIT ?",
+        [target.name, limit],
+    ).fetchall()
+    return [
+        Entry(
+            strategy,
+            reason,
+            rows_inserted=i or 0,
+            rows_deleted=d or 0,
+            seconds=s or 0.0,
+            run=run,
+            finished_at=f,
+        )
+        for run, strategy, reason, i, d, s, f in rows
+    ]
+
+
+def models(con: duckdb.DuckDBPyConnection, catalog: str, schema: str) -> list[TableRef]:
+    """The models with runs logged in ``catalog``.``schema``."""
+    anchor = TableRef(catalog, schema, RUN_LOG)
+    if not exists(con, anchor):
+        return []
+    rows = con.execute(f"SELECT DISTINCT model FROM {anchor.sql()} ORDER BY model").fetchall()
+    return [anchor.sibling(r[0]) for r in rows]
+
+
+def _read(con: duckdb.DuckDBPyConnection, target: TableRef, sql: str) -> tuple | None:
+    try:
+        return con.execute(sql, [target.name]).fetchone()
+    except duckdb.Error as error:
+        raise ConfigurationError(
+            f"the run log {log_table(target).key} cannot be read ({error}); it was changed by "
+            "hand: drop it, and every model in its schema rebuilds on its next run"
+        ) from error

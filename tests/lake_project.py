@@ -1,0 +1,121 @@
+"""The integration project on a shared catalog, and a source writer running beside dbt."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from dbt_duckstream.runtime.consistency import differences
+from dbt_duckstream.runtime.lake import attach_lake
+
+from .dbt_project import REPOSITORY, Project
+
+#: dbt's own materializations, the tests' scaffolding (seeds, the reference target's tables),
+#: run on one thread: from several, their commits failed here now and then (a SQLite catalog
+#: "database is locked"; DuckLake "Failed to get path for schema with id <garbage> - schema
+#: not found in metadata catalog"). The incremental_ivm runs under test keep the profile's.
+SCAFFOLDING = ("--threads", "1")
+
+
+def seed(project: Project) -> None:
+    project.dbt("seed", *SCAFFOLDING)
+
+
+def assert_equals_reference(project: Project) -> None:
+    """Every model equals the same SQL built by dbt's ``table`` materialization (target
+    ``reference``), values and column types, as ``test_dbt`` checks it."""
+    project.dbt("run", "--target", "reference", "--vars", "{materialized: table}", *SCAFFOLDING)
+    with project.connect() as con:
+        for model in project.models():
+            maintained, reference = f"lake.main.{model}", f"lake.reference.{model}"
+            diff = differences(con, maintained, f"SELECT * FROM {reference}")
+            assert not diff, f"{model} differs from its table materialization: {diff}"
+            types = [con.execute(f"DESCRIBE {t}").fetchall() for t in (maintained, reference)]
+            assert types[0] == types[1], f"{model}: column types differ"
+
+
+class CatalogProject(Project):
+    """The integration project whose DuckLake metadata lives in ``catalog`` (the profile's
+    ``DUCKSTREAM_CATALOG``: ``sqlite:<file>`` or ``postgres:<dsn>``), so that other processes
+    may commit to the lake while dbt runs."""
+
+    def __init__(self, directory: Path, catalog: str) -> None:
+        super().__init__(directory)
+        self.catalog = catalog
+        self.data_path = str(self.lake / "data")
+        self.env["DUCKSTREAM_CATALOG"] = catalog
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        con = duckdb.connect()
+        try:
+            attach_lake(con, self.catalog, data_path=self.data_path)
+            yield con
+        finally:
+            con.close()
+
+
+@dataclass
+class WriterReport:
+    commits: int
+    retries: int
+    failures: int
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@contextmanager
+def source_writer(
+    project: CatalogProject, seed: int = 1, pause_ms: str = "50-200"
+) -> Iterator[list[WriterReport]]:
+    """Run ``tests.source_writer`` against the project's lake for the block's duration.
+
+    Yields a list that holds the writer's report once the block has ended."""
+    stop = project.directory / f"writer-{seed}.stop"
+    report = project.directory / f"writer-{seed}.json"
+    stop.unlink(missing_ok=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.source_writer",
+            "--catalog",
+            project.catalog,
+            "--data-path",
+            project.data_path,
+            "--stop-file",
+            str(stop),
+            "--report",
+            str(report),
+            "--seed",
+            str(seed),
+            "--pause-ms",
+            pause_ms,
+        ],
+        cwd=REPOSITORY,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    reports: list[WriterReport] = []
+    try:
+        time.sleep(0.5)  # let it commit a little before dbt starts
+        yield reports
+    finally:
+        stop.touch()
+        try:
+            output, _ = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+    if process.returncode != 0 or not report.exists():
+        raise AssertionError(f"the source writer failed ({process.returncode}):\n{output}")
+    reports.append(WriterReport(**json.loads(report.read_text())))

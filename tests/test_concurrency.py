@@ -1,0 +1,303 @@
+"""Commit races: a pipeline commits to the sources while `dbt run` maintains the models.
+
+On a shared catalog (SQLite, PostgreSQL) a commit can lose to another process's. The runtime and
+the Spark writer retry the whole unit (``dbt_duckstream.retry``): these tests provoke each kind
+of lost race, then run dbt against a writer committing every 50-200 ms.
+
+``DUCKSTREAM_CONCURRENT_RUNS`` sets the dbt runs made while the writer commits (default 3).
+"""
+
+from __future__ import annotations
+
+import doctest
+import logging
+import os
+import random
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from dbt_duckstream import prepare, refresh
+from dbt_duckstream import retry as retry_module
+from dbt_duckstream.retry import RetryPolicy, is_retryable, retrying
+from dbt_duckstream.runtime import run as runtime_run
+from dbt_duckstream.runtime.lake import attach_lake
+
+from .harness import assert_consistent
+from .lake_project import CatalogProject, assert_equals_reference, seed, source_writer
+from .postgres import create_database, postgres_server
+from .test_dbt import FALLBACK_MODELS
+
+pytestmark = pytest.mark.xdist_group("concurrency")
+
+#: dbt runs made while the writer commits, per catalog
+RUNS = int(os.environ.get("DUCKSTREAM_CONCURRENT_RUNS", "3"))
+
+#: the messages of lost commit races, as DuckDB 1.5.5 reported them here
+LOST_RACES = [
+    # DuckLake's conflict check (PostgreSQL catalog, two writers of one table)
+    "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\n"
+    'Transaction conflict - attempting to insert into table with index "2" - but another '
+    "transaction has deleted inlined data from it",
+    "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\n"
+    'Transaction conflict - attempting to drop table with index "22" - but another transaction '
+    "has dropped it already",
+    # SQLite catalog, another process committing
+    "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\n"
+    "Failed to flush changes into DuckLake: database is locked",
+    "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\n"
+    'Failed to commit: Failed to execute query "COMMIT": database is locked',
+    'Failed to query most recent snapshot for DuckLake: Failed to prepare query "SELECT type '
+    "FROM sqlite_master WHERE lower(name)=lower('ducklake_snapshot');\": database is locked",
+    # PostgreSQL catalog, a snapshot-id race past DuckLake's own retries
+    "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\n"
+    "Exceeded the maximum retry count of 10 set by the ducklake_max_retry_count setting.\n"
+    '... ERROR:  duplicate key value violates unique constraint "ducklake_snapshot_pkey"',
+    # PostgreSQL's serialization failures
+    "ERROR:  could not serialize access due to concurrent update",
+    "ERROR:  deadlock detected",
+]
+
+NOT_RACES = [
+    "Binder Error: Referenced column amount not found in FROM clause!",
+    "Catalog Error: Table with name orders does not exist!",
+    "Constraint Error: NOT NULL constraint failed: t.k",
+    "IO Error: No files found that match the pattern",
+]
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    with postgres_server() as dsn:
+        yield dsn
+
+
+@pytest.mark.parametrize("message", LOST_RACES)
+def test_lost_commit_races_are_retryable(message: str) -> None:
+    assert is_retryable(duckdb.TransactionException(message))
+
+
+@pytest.mark.parametrize("message", NOT_RACES)
+def test_other_errors_are_not(message: str) -> None:
+    assert not is_retryable(duckdb.Error(message))
+
+
+def test_retries_back_off_with_jitter_within_bounds(caplog: pytest.LogCaptureFixture) -> None:
+    policy = RetryPolicy(attempts=5, base_delay=0.1, max_delay=0.3)
+    waits: list[float] = []
+    calls: list[int] = []
+
+    def always_locked() -> None:
+        calls.append(1)
+        raise duckdb.TransactionException("Failed to flush changes: database is locked")
+
+    with caplog.at_level(logging.WARNING, logger="dbt_duckstream"), pytest.raises(duckdb.Error):
+        retrying(always_locked, "a unit", policy=policy, sleep=waits.append)
+    assert len(calls) == 5 and len(waits) == 4
+    assert all(0 <= w <= c for w, c in zip(waits, [0.1, 0.2, 0.3, 0.3], strict=True))
+    assert [r.name for r in caplog.records] == ["dbt_duckstream"] * 4
+    assert "a unit lost a commit race (attempt 1 of 5)" in caplog.records[0].getMessage()
+    rng = random.Random(7)
+    assert len({policy.delay(3, rng) for _ in range(20)}) == 20  # jittered, never in lockstep
+
+
+def test_the_module_examples_run() -> None:
+    assert doctest.testmod(retry_module).failed == 0
+
+
+def test_an_error_that_is_not_a_race_is_not_retried() -> None:
+    calls: list[int] = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise duckdb.BinderException("Binder Error: Referenced column x not found")
+
+    with pytest.raises(duckdb.BinderException):
+        retrying(broken, "a unit", sleep=lambda _: None)
+    assert calls == [1]
+
+
+def test_a_postgres_conflict_is_provoked_and_retried(postgres: str, tmp_path: Path) -> None:
+    """Two connections delete from and insert into one table: DuckLake refuses the second
+    commit with a transaction conflict, and rerunning the unit succeeds."""
+    catalog = f"postgres:{create_database(postgres, f'lake_{uuid.uuid4().hex[:12]}')}"
+    a, b = duckdb.connect(), duckdb.connect()
+    for con in (a, b):
+        attach_lake(con, catalog, data_path=str(tmp_path / "data"))
+    a.execute("CREATE TABLE lake.t (k INTEGER)")
+    a.execute("INSERT INTO lake.t VALUES (1), (2)")
+    attempts: list[int] = []
+
+    def delete_while_b_inserts() -> None:
+        attempts.append(1)
+        a.execute("BEGIN")
+        a.execute("DELETE FROM lake.t WHERE k = 1")
+        if len(attempts) == 1:  # the other writer commits first, once
+            b.execute("INSERT INTO lake.t VALUES (3)")
+        a.execute("COMMIT")
+
+    with pytest.raises(duckdb.TransactionException, match="Transaction conflict") as lost:
+        retrying(delete_while_b_inserts, "delete", policy=RetryPolicy(attempts=1))
+    assert is_retryable(lost.value)
+    attempts.clear()
+    a.execute("INSERT INTO lake.t VALUES (1)")
+    retrying(delete_while_b_inserts, "delete", policy=RetryPolicy(base_delay=0.01))
+    assert len(attempts) == 2
+    assert sorted(a.execute("SELECT k FROM lake.t").fetchall()) == [(2,), (3,), (3,)]
+
+
+def test_a_refresh_that_loses_a_race_reruns_with_a_new_pin(
+    postgres: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process commits to a source while the run applies its delta, and takes the
+    snapshot id the run wanted (DuckLake's own retries off): the run reruns whole, pinning the
+    new snapshot, so the other commit's rows are applied too."""
+    catalog = f"postgres:{create_database(postgres, f'lake_{uuid.uuid4().hex[:12]}')}"
+    con, other = duckdb.connect(), duckdb.connect()
+    for c in (con, other):
+        attach_lake(c, catalog, data_path=str(tmp_path / "data"))
+        c.execute("SET ducklake_max_retry_count = 0")
+    con.execute("USE lake")
+    con.execute("CREATE TABLE t (k INTEGER, v INTEGER)")
+    con.execute("INSERT INTO t SELECT range % 5, range FROM range(50)")
+    sql = "SELECT k, sum(v) AS s, count(*) AS n FROM t GROUP BY k"
+    plan = prepare(con, sql, "m", catalog="lake")
+    refresh(con, plan)
+    con.execute("INSERT INTO t VALUES (1, 1000), (7, 7)")
+    applied: list[str] = []
+    original = runtime_run.apply_statement
+
+    def apply_while_another_process_commits(c: duckdb.DuckDBPyConnection, statement: str) -> None:
+        if not applied:
+            other.execute("INSERT INTO lake.t VALUES (8, 8)")
+        applied.append(statement)
+        original(c, statement)
+
+    monkeypatch.setattr(runtime_run, "apply_statement", apply_while_another_process_commits)
+    with caplog.at_level(logging.WARNING, logger="dbt_duckstream"):
+        result = refresh(con, plan, rebuild_above=None)
+    assert "lost a commit race (attempt 1 of" in caplog.text
+    assert "Exceeded the maximum retry count" in caplog.text
+    pinned = con.execute("SELECT id FROM lake.current_snapshot()").fetchone()
+    assert result.strategy == "incremental"
+    assert result.snapshots["lake"][1] == pinned[0] - 1  # the other commit, then the run's
+    assert_consistent(con, "lake.main.m", sql)
+    assert con.execute("SELECT s FROM m WHERE k = 8").fetchall() == [(8,)]
+
+
+class SqliteLock(logging.Handler):
+    """Another process holding the SQLite catalog's exclusive lock until the first retry is
+    logged: SQLite waits 5 s for a lock, then reports "database is locked"."""
+
+    def __init__(self, catalog_file: Path) -> None:
+        super().__init__(logging.WARNING)
+        script = (
+            "import sqlite3, sys\n"
+            "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "con.execute('BEGIN EXCLUSIVE')\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "con.execute('ROLLBACK')\n"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", script, str(catalog_file)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "locked"
+        logging.getLogger("dbt_duckstream").addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.write("release\n")
+            self.process.stdin.close()
+
+    def __enter__(self) -> SqliteLock:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        logging.getLogger("dbt_duckstream").removeHandler(self)
+        self.release()
+        self.process.wait(timeout=30)
+
+
+def test_the_spark_writer_commit_waits_out_a_locked_sqlite_catalog(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver's commit meets "database is locked" and retries; the executors' files are
+    registered exactly once."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import types as T
+
+    from dbt_duckstream.spark.options import LakeOptions
+    from dbt_duckstream.spark.writer import DuckLakeWriter
+
+    catalog_file = tmp_path / "lake.sqlite"
+    options = LakeOptions.parse(
+        {"catalog": f"sqlite:{catalog_file}", "data_path": str(tmp_path / "data"), "table": "t"}
+    )
+    schema = T.StructType([T.StructField("k", T.IntegerType())])
+    first = DuckLakeWriter(options, schema, overwrite=False)
+    first.commit([])  # creates the table
+    writer = DuckLakeWriter(options, schema, overwrite=False)
+    batch = pa.record_batch([pa.array(range(100), pa.int32())], names=["k"])
+    message = writer.write(iter([batch]))
+    with SqliteLock(catalog_file), caplog.at_level(logging.WARNING, logger="dbt_duckstream"):
+        writer.commit([message])
+    assert f"spark job {writer.job} lost a commit race" in caplog.text
+    assert "database is locked" in caplog.text
+    with options.connect() as con:
+        assert con.execute("SELECT count(*), sum(k) FROM lake.main.t").fetchone() == (100, 4950)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_dbt_runs_succeed_while_a_writer_commits(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        catalog = f"sqlite:{tmp_path / 'lake.sqlite'}"
+    else:
+        database = create_database(request.getfixturevalue("postgres"), f"lake_{backend}")
+        catalog = f"postgres:{database}"
+    project = CatalogProject(tmp_path / "project", catalog)
+    project.dbt("deps")
+    seed(project)
+    started = time.monotonic()
+    strategies: dict[str, int] = {}
+    seconds: list[float] = []
+    retried = 0
+    with source_writer(project, seed=len(backend)) as report:
+        for _ in range(RUNS):  # the first run builds the models, the others maintain them
+            run_started = time.monotonic()
+            run = project.dbt("run")  # fails the test if any model fails
+            seconds.append(time.monotonic() - run_started)
+            assert {r["status"] for r in run.models().values()} == {"success"}
+            for model, strategy in run.strategies().items():
+                if model not in FALLBACK_MODELS:
+                    strategies[strategy] = strategies.get(strategy, 0) + 1
+            retried += run.output.count("lost a commit race")
+    writer = report[0]
+    assert writer.failures == 0, writer.errors
+    assert writer.commits >= RUNS
+    # run, then each model's ivm_consistent test (not the seeds: they would reset the sources)
+    built = project.dbt("build", "--exclude-resource-type", "seed")
+    assert {r["status"] for r in built.results.values()} <= {"success", "pass"}
+    assert_equals_reference(project)
+    print(
+        f"\n{backend}: {RUNS} dbt runs ({', '.join(f'{s:.0f}s' for s in seconds)}) during "
+        f"{writer.commits} writer commits in {writer.seconds:.0f}s ({writer.retries} writer "
+        f"retries, {retried} maintenance retries); model strategies {strategies}; none failed; "
+        f"{time.monotonic() - started:.0f}s with the final build and checks"
+    )
