@@ -49,6 +49,7 @@ from ..compiler.operators import (
 from ..errors import ConfigurationError
 from ..sql import TableRef
 from .lake import (
+    SnapshotChange,
     live_rows,
     metadata_catalog,
     read_columns,
@@ -193,10 +194,13 @@ class Situation:
                 expired.add(catalog)
                 continue
             by_id = {tid: s.key for s in sources if (tid := self.ids[s.key]) is not None}
-            mine = {tid for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
-            for change in snapshot_changes(self.con, catalog, old, new, set(by_id) | mine):
+            mine = {tid: t for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
+            window = snapshot_changes(self.con, catalog, old, new, set(by_id) | set(mine))
+            for change in window:
                 if change.table_id in mine:
-                    benign = change.kind in COMPACTIONS | ALTERATIONS
+                    benign = change.kind in COMPACTIONS | ALTERATIONS or self._flushed_deletes(
+                        change, mine[change.table_id], window
+                    )
                     if not benign and not is_own_commit(change, self.plan.target):
                         foreign = foreign or (
                             f"its table was written outside dbt-duckstream in snapshot "
@@ -217,6 +221,26 @@ class Situation:
         return WindowChanges(
             frozenset(changed), frozenset(altered), None, foreign, frozenset(expired)
         )
+
+    def _flushed_deletes(
+        self, change: SnapshotChange, table: TableRef, window: list[SnapshotChange]
+    ) -> bool:
+        """Whether a ``deleted_from_table`` is ``ducklake_flush_inlined_data`` writing the
+        table's inlined deletions to a delete file: DuckLake records that as a deletion too.
+        It is when the same snapshot flushed the table, wrote nothing else to it, and left
+        its row count as it was."""
+        if change.kind != "deleted_from_table":
+            return False
+        kinds = {
+            c.kind
+            for c in window
+            if (c.snapshot_id, c.table_id) == (change.snapshot_id, change.table_id)
+        }
+        if "inline_flush" not in kinds or not kinds <= COMPACTIONS | {change.kind}:
+            return False
+        before, _ = live_rows(self.con, table, change.snapshot_id - 1)
+        after, _ = live_rows(self.con, table, change.snapshot_id)
+        return before == after
 
     def _unchanged_since(self, source: TableRef, old: int, new: int) -> bool:
         """Whether a source's rows at ``new`` are exactly its rows at the (expired) snapshot
