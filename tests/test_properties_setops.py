@@ -5,11 +5,13 @@ duplicates and NULLs (which set operations compare as equal)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from .scenarios import Scenario, scenarios
-from .test_properties import run_scenario
+from .test_properties import SLOW_EXAMPLES, run_scenario
+
+pytestmark = [pytest.mark.slow]
 
 FAMILIES: dict[str, dict[str, str]] = {
     "set_operations": {
@@ -42,6 +44,7 @@ FAMILIES: dict[str, dict[str, str]] = {
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
+@settings(max_examples=SLOW_EXAMPLES)
 @given(scenario=scenarios(), data=st.data())
 def test_maintained_equals_recomputed(family: str, scenario: Scenario, data) -> None:
     name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")
