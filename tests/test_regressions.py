@@ -10,6 +10,9 @@
    names; a UNION ALL BY NAME whose left input alone changed carried the padded column as an
    untyped NULL, which the model's VARCHAR column could not be matched with.
 4. A recursive CTE reading another CTE put its WITH RECURSIVE after the statement's WITH.
+5. An IN subquery that reads a VALUES list or a table function was rejected as correlated:
+   its columns name the VALUES or function alias, which was not counted as its own (found by
+   the random-SQL generator).
 """
 
 from __future__ import annotations
@@ -143,4 +146,28 @@ def test_recursive_cte_reading_another_cte(lake):
     result = model.refresh()
     assert result.strategy == "incremental"
     assert "recomputed in full" in result.reason
+    model.assert_consistent()
+
+
+# -- found by the random-SQL generator (tests/sqlgen.py) -------------------------------------
+
+
+def test_in_subquery_reading_values_and_a_table_function(lake):
+    """Its VALUES and unnest aliases are its own relations, not the outer query's."""
+    lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
+    lake.execute("CREATE TABLE s (k INTEGER, name VARCHAR)")
+    lake.execute("INSERT INTO t VALUES (1, 2), (2, 3), (3, NULL), (NULL, 1)")
+    lake.execute("INSERT INTO s VALUES (1, 'a'), (2, NULL), (NULL, 'b')")
+    sql = (
+        "SELECT t.k, t.z FROM t WHERE t.k IN (SELECT s.k FROM s JOIN "
+        "(VALUES (1, 'one'), (2, 'two'), (NULL, 'none')) AS v(vk, label) ON s.k = v.vk "
+        "WHERE v.label <> 'x') AND t.z IN (SELECT u.e FROM s, unnest([s.k, s.k + 1]) AS u(e))"
+    )
+    model = Model(lake, "in_values", sql)
+    model.refresh()
+    model.assert_consistent()
+    lake.execute("INSERT INTO s VALUES (3, 'c')")
+    lake.execute("DELETE FROM t WHERE k = 1")
+    lake.execute("INSERT INTO t VALUES (3, 4), (2, 2)")
+    assert model.refresh().strategy == "incremental"
     model.assert_consistent()

@@ -596,9 +596,10 @@ def _conjuncts(predicate: exp.Expr) -> list[exp.Expr]:
 
 
 def _check_uncorrelated(subquery: exp.Expr) -> None:
-    """A subquery may only name its own tables (and CTEs)."""
+    """A subquery may only name its own relations: tables, CTEs, subqueries, VALUES lists and
+    table functions (each named by its table alias)."""
     own = {t.alias_or_name for t in subquery.find_all(exp.Table)}
-    own |= {s.alias for s in subquery.find_all(exp.Subquery) if s.alias}
+    own |= {a.name for a in subquery.find_all(exp.TableAlias) if a.name}
     for column in subquery.find_all(exp.Column):
         if column.table and column.table not in own:
             raise UnsupportedSQLError(
