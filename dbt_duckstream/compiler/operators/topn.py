@@ -113,11 +113,15 @@ class TopN(Operator):
         When the delta retracts no stored row, the first rows of the stored ones and the
         asserted ones are the first rows of the new input (a row that left was not among the
         stored ones, so every stored row still precedes every row that is not stored);
-        otherwise the input is read."""
+        otherwise the input is read. The delta is netted first: a join's delta may assert and
+        retract the same row (an inserted row matching a deleted one), which is no change."""
 
         def compute() -> str:
-            delta = self.child.delta(ctx)
-            assert delta is not None
+            child_delta = self.child.delta(ctx)
+            assert child_delta is not None
+            delta = ctx.cte(
+                f"{self.name}_net", consolidated(f"SELECT * FROM {child_delta}", self.columns)
+            )
             table, columns = self._table(), column_list(self.columns)
             retracted = ctx.cte(
                 f"{self.name}_retracted",
