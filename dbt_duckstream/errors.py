@@ -21,3 +21,7 @@ class UnsupportedSQLError(DuckstreamError):
 
 class ConfigurationError(DuckstreamError):
     """A setting or an input (catalog, table, option) is wrong; the message says which."""
+
+
+class ConcurrentRunError(DuckstreamError):
+    """Another run of the same model committed first; running again applies what is left."""

@@ -59,6 +59,8 @@ from typing import TypeVar
 
 import duckdb
 
+from .errors import ConcurrentRunError
+
 LOGGER = logging.getLogger("dbt_duckstream")
 
 T = TypeVar("T")
@@ -83,6 +85,8 @@ RETRYABLE_MESSAGES = (
 
 def is_retryable(error: BaseException) -> bool:
     """Whether ``error`` is a lost commit race, which rerunning the whole unit can get past."""
+    if isinstance(error, ConcurrentRunError):
+        return True
     message = str(error)
     return any(fragment in message for fragment in RETRYABLE_MESSAGES)
 
@@ -167,14 +171,19 @@ def sqlite_write_turn(
     and none loses its commit to another. Nothing happens for other catalogs. A writer that
     has waited ``timeout`` seconds goes ahead (and may have to retry its commit).
     """
-    rows = con.execute(
-        "SELECT path FROM duckdb_databases() WHERE type = 'ducklake' AND path LIKE 'sqlite:%'"
-    ).fetchall()
-    files = sorted({str(path).removeprefix("sqlite:") for (path,) in rows})
+    files = sqlite_catalogs(con)
     with ExitStack() as turns:
         for file in files:
             turns.enter_context(_file_lock(f"{file}.lock", timeout))
         yield
+
+
+def sqlite_catalogs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The files of the SQLite catalogs of the DuckLakes attached to ``con``."""
+    rows = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE type = 'ducklake' AND path LIKE 'sqlite:%'"
+    ).fetchall()
+    return sorted({str(path).removeprefix("sqlite:") for (path,) in rows})
 
 
 @contextmanager

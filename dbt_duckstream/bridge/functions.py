@@ -46,8 +46,17 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
         raise ConfigurationError(
             f"ivm_fallback={fallback!r} is not a choice: use 'rebuild' or leave it unset"
         )
+    return _run_model(con, request, target, fallback)
+
+
+def _run_model(
+    con: duckdb.DuckDBPyConnection, request: Request, target: TableRef, fallback: str
+) -> dict[str, Any]:
     try:
-        plan = prepare(con, request["sql"], target, catalog=target.catalog, db=target.schema)
+        plan = retrying(
+            lambda: prepare(con, request["sql"], target, catalog=target.catalog, db=target.schema),
+            f"incremental_ivm {target.key} binding its SQL",
+        )
     except UnsupportedSQLError as error:
         if fallback != "rebuild":
             raise DuckstreamError(

@@ -118,9 +118,16 @@ class IVMPlan:
         ctx.statement(f"INSERT INTO {self.target.sql()} {rows_sql}")
         return [*model, *ctx.statements]
 
-    def maintenance(self, snapshots: Snapshots, changed: frozenset[str]) -> Maintenance | None:
-        """Statements that bring the model from the old to the new snapshot (None: no change)."""
-        ctx = RenderContext(snapshots, changed, prefix=self.target.name)
+    def maintenance(
+        self,
+        snapshots: Snapshots,
+        changed: frozenset[str],
+        feeds: dict[str, str] | None = None,
+    ) -> Maintenance | None:
+        """Statements that bring the model from the old to the new snapshot (None: no change).
+
+        ``feeds`` names relations already holding some sources' deltas (see ``Scan``)."""
+        ctx = RenderContext(snapshots, changed, prefix=self.target.name, feeds=feeds or {})
         delta = self.root.delta(ctx)
         if delta is None:
             return None

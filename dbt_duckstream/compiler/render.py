@@ -46,6 +46,9 @@ class RenderContext:
     #: build into existing state tables (emptied and refilled) instead of recreating them
     refill: bool = False
     prefix: str = ""
+    #: relations the runtime computed once for several models: a source's netted delta over
+    #: this window, with at least the columns any scan of it reads (by source key)
+    feeds: dict[str, str] = field(default_factory=dict)
     #: statements that compute, in order, what the final query reads
     statements: list[str] = field(default_factory=list)
     #: statements that bring stored state to the new snapshot, after the model is written

@@ -29,7 +29,7 @@ Deleted rows are counted from the cumulative counts of the delete files the wind
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
@@ -111,6 +111,8 @@ class Decision:
     estimate: Estimate | None = None
     #: an unchanged run that still records new cursors (the old ones expired)
     advance: bool = False
+    #: per changed source, the snapshots that changed it (see ``WindowChanges.spans``)
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def refills(self) -> bool:
@@ -128,8 +130,14 @@ ALTERATIONS = frozenset({"altered_table", "created_table"})
 class WindowChanges:
     """What happened in the window, from DuckLake's snapshot metadata."""
 
-    #: sources whose rows changed
-    changed: frozenset[str] = frozenset()
+    @property
+    def changed(self) -> frozenset[str]:
+        return frozenset(self.spans)
+
+    #: sources whose rows changed, each with the span of snapshots that changed them:
+    #: (the one before the first, the last); its delta over the window is its delta over that
+    #: span, which other models whose windows differ only in quiet snapshots share
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: sources whose columns (or comment) changed
     altered: frozenset[str] = frozenset()
     #: why the window cannot be maintained from the change feed
@@ -174,7 +182,7 @@ class Situation:
     @cached_property
     def changes(self) -> WindowChanges:
         """What changed in the window for the model's sources and its own tables."""
-        changed: set[str] = set()
+        spans: dict[str, tuple[int, int]] = {}
         altered: set[str] = set()
         foreign: str | None = None
         expired: set[str] = set()
@@ -211,16 +219,40 @@ class Situation:
                 elif change.kind in ALTERATIONS:
                     altered.add(by_id[change.table_id])
                 elif change.kind not in COMPACTIONS:
-                    changed.add(by_id[change.table_id])
-            touched = {tid for tid, key in by_id.items() if key in changed}
+                    key = by_id[change.table_id]
+                    first, _ = spans.get(key, (change.snapshot_id - 1, 0))
+                    spans[key] = (first, change.snapshot_id)
+            touched = {tid for tid, key in by_id.items() if key in spans}
             if uses_deletion_vectors(self.con, catalog, touched):
                 return WindowChanges(
                     broken=f"a source in {catalog} writes deletion vectors, in which DuckLake "
                     "does not record which snapshot deleted a row"
                 )
-        return WindowChanges(
-            frozenset(changed), frozenset(altered), None, foreign, frozenset(expired)
-        )
+            for source in sources:
+                if source.key in spans:
+                    span = self._verified_span(source, old, spans[source.key])
+                    if span is None:
+                        return WindowChanges(broken=_rewritten(source, old))
+                    spans[source.key] = span
+        return WindowChanges(spans, frozenset(altered), None, foreign, frozenset(expired))
+
+    def _verified_span(
+        self, source: TableRef, old: int, span: tuple[int, int]
+    ) -> tuple[int, int] | None:
+        """The span of a changed source, checked against DuckLake dating a commit's changes
+        too early: a transaction that commits after another one may stamp its deletions of
+        inlined rows with a snapshot before its own (seen with concurrent dbt threads). Then
+        the source at the cursor no longer has the rows the model read there (None: the
+        window cannot be trusted), or at the start of the span not those it had at the cursor
+        (the span widens to the window)."""
+        recorded = self.cursors[source.key].rows
+        if recorded is None:
+            return (old, span[1])
+        if live_rows(self.con, source, old)[0] != recorded:
+            return None
+        if span[0] > old and live_rows(self.con, source, span[0])[0] != recorded:
+            return (old, span[1])
+        return span
 
     def _flushed_deletes(
         self, change: SnapshotChange, table: TableRef, window: list[SnapshotChange]
@@ -286,6 +318,14 @@ def feed_broken(s: Situation) -> Decision | None:
     return s.rebuild(broken) if broken is not None else None
 
 
+def _rewritten(source: TableRef, old: int) -> str:
+    return (
+        f"source {source.key} at snapshot {old} no longer holds the rows this model read "
+        "there: a later commit dated its changes before the cursor (DuckLake, concurrent "
+        "commits)"
+    )
+
+
 def columns_changed(s: Situation) -> Decision | None:
     """A source's columns changed: only those the model reads matter (their DuckLake ids,
     names and types)."""
@@ -332,7 +372,7 @@ def maintain(s: Situation) -> Decision:
     found = s.costs if s.rebuild_above is not None else None
     if found is not None:
         reason += f"; {found.describe()}"
-    return Decision(Strategy.INCREMENTAL, reason, s.window, changed, found)
+    return Decision(Strategy.INCREMENTAL, reason, s.window, changed, found, spans=s.changes.spans)
 
 
 #: the triggers, in the order they are tried; ``maintain`` ends every list

@@ -6,7 +6,7 @@ import importlib.util
 import re
 import threading
 from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,9 +74,21 @@ def attach_lake(
 
 
 @contextmanager
-def transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
-    """One DuckLake snapshot, or none: commit when the block ends, roll back when it fails."""
-    with sqlite_write_turn(con):  # writers of a SQLite catalog take turns (see retry)
+def transaction(con: duckdb.DuckDBPyConnection, *, writes: bool = True) -> Generator[None]:
+    """One DuckLake snapshot, or none: commit when the block ends, roll back when it fails.
+
+    Writing transactions of one process take turns (``_writes``): DuckLake 0.4 does not keep
+    concurrent writers of one DuckDB instance apart (measured: a transaction committing
+    beside others stamped its deletions of inlined rows with an earlier snapshot than its own,
+    so the change feed placed them in a window already maintained), and dbt runs several
+    models at once on one instance. Writers of a SQLite catalog also take turns across
+    processes, even to read (see ``retry``). ``writes=False`` is for transactions that only
+    read: they pin a snapshot and run alongside this process's writers.
+    """
+    with ExitStack() as turns:
+        turns.enter_context(sqlite_write_turn(con))  # first, as every caller takes it first
+        if writes:
+            turns.enter_context(_writes)
         con.execute("BEGIN TRANSACTION")
         try:
             yield
@@ -84,6 +96,10 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Generator[None]:
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
+
+
+#: the turn of this process's writing transactions (reentrant: a turn may nest a turn)
+_writes = threading.RLock()
 
 
 def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:

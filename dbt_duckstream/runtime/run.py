@@ -11,17 +11,18 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
 
 from ..compiler import STATE_PREFIX, IVMPlan, Schema, compile_ivm, parse_table, source_tables
-from ..errors import ConfigurationError, UnsupportedSQLError
-from ..retry import retrying
+from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
+from ..retry import retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, literal, quote
 from . import runlog
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide
+from .feeds import FeedRequest, held
 from .lake import (
     current_snapshot,
     describe,
@@ -139,46 +140,107 @@ def refresh(
     """Bring the model up to date in one transaction; see ``RunResult`` for what happened.
 
     A run whose estimated maintenance work exceeds ``rebuild_above`` of a rebuild's rebuilds
-    instead (see ``decide``); None always maintains.
+    instead (see ``decide``); None always maintains. The decision is taken in a read-only
+    transaction; the sources' deltas are then read once into the shared feed cache (``feeds``),
+    and the run writes in a transaction of its own, which it abandons if another run of the
+    same model committed in between.
     """
     started = time.perf_counter()
 
-    def run() -> RunResult:
-        runlog.ensure(con, plan.target)
-        with transaction(con):
-            situation = Situation(
-                con,
-                plan,
-                pinned={catalog: current_snapshot(con, catalog) for catalog in plan.catalogs},
-                ids=table_ids(con, [*plan.sources, plan.target, *plan.state_tables]),
-                last=runlog.last(con, plan.target),
-                full_refresh=full_refresh,
-                rebuild_above=rebuild_above,
-            )
-            decision = decide(situation)
-            result = execute(con, plan, decision, situation)
-            if result.strategy != Strategy.UNCHANGED or decision.advance:
-                result.seconds = time.perf_counter() - started
-                registered = result.strategy != Strategy.UNCHANGED and not decision.refills
-                _record(con, plan, situation, decision, result, registered=registered)
-                _label(con, plan.target, result)
+    def decided() -> tuple[Situation, Decision]:
+        situation = Situation(
+            con,
+            plan,
+            pinned={catalog: current_snapshot(con, catalog) for catalog in plan.catalogs},
+            ids=table_ids(con, [*plan.sources, plan.target, *plan.state_tables]),
+            last=runlog.last(con, plan.target),
+            full_refresh=full_refresh,
+            rebuild_above=rebuild_above,
+        )
+        return situation, decide(situation)
+
+    def carried_out(situation: Situation, decision: Decision, feeds: dict[str, str]) -> RunResult:
+        result = execute(con, plan, decision, situation, feeds)
+        if result.strategy != Strategy.UNCHANGED or decision.advance:
+            result.seconds = time.perf_counter() - started
+            registered = result.strategy != Strategy.UNCHANGED and not decision.refills
+            _record(con, plan, situation, decision, result, registered=registered)
+            _label(con, plan.target, result)
         return result
 
-    # a run that loses a commit race to another writer reruns whole: new pin, new decision
+    def run() -> RunResult:
+        runlog.ensure(con, plan.target)
+        if sqlite_catalogs(con):
+            # a SQLite catalog's writers take turns for a whole transaction (see ``retry``),
+            # and a run split in two loses its commit to the reads between them: one
+            # transaction, which reads its feeds itself
+            with transaction(con):
+                return carried_out(*decided(), {})
+        with transaction(con, writes=False):
+            situation, decision = decided()
+        if decision.strategy is Strategy.UNCHANGED and not decision.advance:
+            return RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
+        # feeds are read outside the run's transaction (see ``feeds``)
+        with ExitStack() as holding:
+            with feed_safe_optimizers(con):
+                requests = _feed_requests(plan, decision, situation)
+                feeds = holding.enter_context(held(con, requests))
+            with transaction(con):
+                _check_no_run_since(con, plan.target, situation)
+                return carried_out(situation, decision, feeds)
+
+    # a run that loses a commit race to another writer (or to another run of the same model)
+    # reruns whole: new pin, new decision
     result = retrying(run, f"incremental_ivm {plan.target.key}")
     result.seconds = time.perf_counter() - started
     return result
 
 
+def _feed_requests(
+    plan: IVMPlan, decision: Decision, situation: Situation
+) -> dict[str, FeedRequest]:
+    """The changed sources' deltas a maintenance run reads, by source."""
+    if decision.strategy is not Strategy.INCREMENTAL:
+        return {}
+    requests = {}
+    for source in plan.sources:
+        tid = situation.ids[source.key]
+        if source.key in decision.changed and tid is not None:
+            requests[source.key] = FeedRequest(
+                source,
+                tid,
+                decision.spans.get(source.key, decision.windows[source.catalog]),
+                plan.source_reads[source.key],
+                plan.hides_snapshot_id(source.key),
+            )
+    return requests
+
+
+def _check_no_run_since(
+    con: duckdb.DuckDBPyConnection, target: TableRef, situation: Situation
+) -> None:
+    """Another run of this model committed since the decision: this one must not apply."""
+    last = runlog.last(con, target)
+    then = situation.last.run if situation.last is not None else 0
+    if (last.run if last is not None else 0) != then:
+        raise ConcurrentRunError(
+            f"another run of {target.key} committed while this one was deciding; run it again"
+        )
+
+
 def execute(
-    con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, situation: Situation
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    decision: Decision,
+    situation: Situation,
+    feeds: dict[str, str] | None = None,
 ) -> RunResult:
     """Carry a decision out, inside the run's transaction."""
     result = RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
     if decision.strategy is Strategy.UNCHANGED:
         return result
     if decision.strategy is Strategy.INCREMENTAL:
-        _maintain(con, plan, decision, result)
+        _maintain(con, plan, decision, result, feeds or {})
     else:
         _rebuild(con, plan, decision, result)
     return result
@@ -292,9 +354,13 @@ def rebuild_unmaintainable(
 
 
 def _maintain(
-    con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, result: RunResult
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    decision: Decision,
+    result: RunResult,
+    feeds: dict[str, str],
 ) -> None:
-    maintenance = plan.maintenance(decision.windows, decision.changed)
+    maintenance = plan.maintenance(decision.windows, decision.changed, feeds)
     if maintenance is None:
         return
     with feed_safe_optimizers(con):  # only feed reads need them off; rebuilds keep them

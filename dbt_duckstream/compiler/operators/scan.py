@@ -77,31 +77,45 @@ class Scan(Operator):
             f"SELECT {self._select_list()} FROM {self._at(ctx.version(self.table.catalog, side))}"
         )
 
-    def _feed_rowids(self, ctx: RenderContext, function: str) -> str:
-        old, new = ctx.snapshots[self.table.catalog]
-        parts = (self.table.catalog, self.table.schema, self.table.name)
-        arguments = ", ".join(literal(p) for p in parts)
-        return ctx.cte(
-            f"{self.name}_{function}",
-            f"SELECT DISTINCT rowid FROM ducklake_table_{function}({arguments}, {old + 1}, {new})",
-            materialized=True,
+    def render_delta(self, ctx: RenderContext) -> str | None:
+        feed = ctx.feeds.get(self.table.key)
+        if feed is None:
+            return source_delta_sql(
+                self.table, self.read, ctx.snapshots[self.table.catalog], self.hides_snapshot_id
+            )
+        # the run read the source's delta once, with more columns: project and net again
+        return (
+            f"SELECT {self._select_list()}, SUM({MULT})::BIGINT AS {MULT} FROM {feed} "
+            f"GROUP BY ALL HAVING SUM({MULT}) <> 0"
         )
 
-    def render_delta(self, ctx: RenderContext) -> str | None:
-        old, new = ctx.snapshots[self.table.catalog]
-        if self.hides_snapshot_id:
-            began = f"rowid IN (SELECT rowid FROM {self._feed_rowids(ctx, 'insertions')})"
-        else:
-            began = f"snapshot_id > {old}"
-        ended = f"rowid IN (SELECT rowid FROM {self._feed_rowids(ctx, 'deletions')})"
-        select = self._select_list()
+
+def source_delta_sql(
+    table: TableRef, read: tuple[str, ...], window: tuple[int, int], hides_snapshot_id: bool
+) -> str:
+    """The netted delta of ``read`` columns of ``table`` over ``window`` (see the module)."""
+    old, new = window
+    arguments = ", ".join(literal(p) for p in (table.catalog, table.schema, table.name))
+
+    def rowids(function: str) -> str:
+        feed = f"ducklake_table_{function}({arguments}, {old + 1}, {new})"
         return (
-            f"SELECT {column_list(self.columns)}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
-            f"  SELECT {select}, 1 AS _ivm_sign FROM {self._at(new)} WHERE {began}\n"
-            f"  UNION ALL\n"
-            f"  SELECT {select}, -1 AS _ivm_sign FROM {self._at(old)} WHERE {ended}\n"
-            f") GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
+            f"rowid IN (WITH feed AS MATERIALIZED (SELECT DISTINCT rowid FROM {feed}) "
+            "SELECT rowid FROM feed)"
         )
+
+    began = rowids("insertions") if hides_snapshot_id else f"snapshot_id > {old}"
+    select = column_list(read) if read else f"TRUE AS {ROW_MARKER}"
+    columns = column_list(read or (ROW_MARKER,))
+    return (
+        f"SELECT {columns}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
+        f"  SELECT {select}, 1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {new}) "
+        f"WHERE {began}\n"
+        f"  UNION ALL\n"
+        f"  SELECT {select}, -1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {old}) "
+        f"WHERE {rowids('deletions')}\n"
+        f") GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
+    )
 
 
 def check_row_identity(table: TableRef, columns: list[str]) -> None:

@@ -1,0 +1,181 @@
+"""A source's change over a snapshot window, read once and shared by every model of a run.
+
+Snapshots are immutable, so the netted delta of (lake, table id, window, columns) never
+changes: the first model that needs it reads it into a table of an in-memory database that
+every connection of the DuckDB instance sees (every thread of a ``dbt run``), and later models
+project it. An entry serves any request for a subset of its columns; a request for columns it
+lacks reads the window again with every column the table had throughout it, once. Entries live
+as long as the process, within a memory budget (``DUCKSTREAM_FEED_CACHE_MB``, default 1024):
+the least recently used are dropped first.
+
+DuckDB lets one transaction write to one attached database only, so entries are written before
+a run's own transaction begins; a run holds its entries (``held``) until it is done, and
+eviction passes them by.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Generator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import duckdb
+
+from ..compiler.operators.scan import source_delta_sql
+from ..sql import TableRef, literal, quote
+from .lake import metadata_catalog
+
+CACHE = "_duckstream_feeds"
+_ENTRIES = f"{quote(CACHE)}.main.entries"
+#: one reader of the cache's registry at a time per process
+_lock = threading.Lock()
+#: entries that runs of this process are using, with how many runs use each
+_holders: Counter[str] = Counter()
+
+
+def budget_bytes() -> int:
+    return int(float(os.environ.get("DUCKSTREAM_FEED_CACHE_MB", "1024")) * 2**20)
+
+
+@dataclass(frozen=True)
+class FeedRequest:
+    """The delta a model needs from one source."""
+
+    source: TableRef
+    table_id: int
+    window: tuple[int, int]
+    columns: tuple[str, ...]
+    hides_snapshot_id: bool = False
+
+
+@contextmanager
+def held(
+    con: duckdb.DuckDBPyConnection, requests: Mapping[str, FeedRequest]
+) -> Generator[dict[str, str]]:
+    """The relations holding each request's delta (by the request's key), kept until the
+    block ends."""
+    names: list[str] = []
+    try:
+        for request in requests.values():
+            names.append(shared_feed(con, request))
+        yield {key: _relation(name) for key, name in zip(requests, names, strict=True)}
+    finally:
+        with _lock:
+            _holders.subtract(names)
+            for name in names:
+                if _holders[name] <= 0:
+                    del _holders[name]
+
+
+def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> str:
+    """The name of an entry holding the netted delta of (at least) the requested columns,
+    held for the caller (``held`` lets it go)."""
+    _attach(con)
+    lake = _lake_identity(con, request.source.catalog)
+    old, new = request.window
+    with _lock:
+        rows = con.execute(
+            f"SELECT name, columns FROM {_ENTRIES} WHERE lake = ? AND table_id = ? "
+            "AND old = ? AND new = ?",
+            [lake, request.table_id, old, new],
+        ).fetchall()
+        for name, columns in rows:
+            if set(request.columns) <= set(columns):
+                con.execute(f"UPDATE {_ENTRIES} SET used = now() WHERE name = ?", [name])
+                _holders[name] += 1
+                return name
+    # a second model wanting other columns: read every column the table had throughout
+    columns = (
+        _lasting_columns(con, request.source.catalog, request.table_id, old, new)
+        if rows
+        else request.columns
+    )
+    name = f"feed_{uuid.uuid4().hex[:16]}"
+    sql = source_delta_sql(request.source, columns, request.window, request.hides_snapshot_id)
+    con.execute(f"CREATE TABLE {_relation(name)} AS {sql}")
+    with _lock:
+        con.execute(
+            f"INSERT INTO {_ENTRIES} VALUES (?, ?, ?, ?, ?, ?, now())",
+            [lake, request.table_id, old, new, list(columns), name],
+        )
+        _holders[name] += 1
+        _evict(con)
+    return name
+
+
+def _relation(name: str) -> str:
+    return f"{quote(CACHE)}.main.{quote(name)}"
+
+
+def _attach(con: duckdb.DuckDBPyConnection) -> None:
+    with _lock:
+        row = con.execute(
+            "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [CACHE]
+        ).fetchone()
+        if row and row[0]:
+            return
+        con.execute(f"ATTACH ':memory:' AS {quote(CACHE)}")
+        con.execute(
+            f"CREATE TABLE {_ENTRIES} (lake VARCHAR, table_id BIGINT, old BIGINT, new BIGINT, "
+            "columns VARCHAR[], name VARCHAR, used TIMESTAMP WITH TIME ZONE)"
+        )
+
+
+def _lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
+    """What tells lakes apart (table ids repeat across lakes): where the lake keeps its data."""
+    row = con.execute(
+        f"SELECT value FROM {quote(catalog)}.options() WHERE option_name = 'data_path'"
+    ).fetchone()
+    return str(row[0]) if row else catalog
+
+
+def _lasting_columns(
+    con: duckdb.DuckDBPyConnection, catalog: str, table: int, old: int, new: int
+) -> tuple[str, ...]:
+    """The table's columns that existed, under the same name, at both ends of the window."""
+    rows = con.execute(
+        f"SELECT column_name FROM {metadata_catalog(catalog)}.ducklake_column "
+        "WHERE table_id = ? AND parent_column IS NULL AND begin_snapshot <= ? "
+        "AND (end_snapshot IS NULL OR end_snapshot > ?) ORDER BY column_order",
+        [table, old, new],
+    ).fetchall()
+    return tuple(r[0] for r in rows)
+
+
+def _evict(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the least recently used entries that no run holds while the cache is over its
+    budget."""
+    sizes = dict(
+        con.execute(
+            "SELECT table_name, estimated_size FROM duckdb_tables() "
+            f"WHERE database_name = {literal(CACHE)} AND table_name <> 'entries'"
+        ).fetchall()
+    )
+    total = sum(sizes.values())
+    for (name,) in con.execute(f"SELECT name FROM {_ENTRIES} ORDER BY used").fetchall():
+        if total <= budget_bytes():
+            break
+        if name in _holders:
+            continue
+        con.execute(f"DROP TABLE IF EXISTS {_relation(name)}")
+        con.execute(f"DELETE FROM {_ENTRIES} WHERE name = ?", [name])
+        total -= sizes.get(name, 0)
+
+
+def cached_entries(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int, int, list[str]]]:
+    """(table id, old, new, columns) of every entry: what the cache holds, for tests."""
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [CACHE]
+    ).fetchone()
+    if not row or not row[0]:
+        return []
+    return [
+        (t, o, n, list(c))
+        for t, o, n, c in con.execute(
+            f"SELECT table_id, old, new, columns FROM {_ENTRIES} ORDER BY used"
+        ).fetchall()
+    ]

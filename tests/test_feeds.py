@@ -1,0 +1,108 @@
+"""A source's delta is read once per window and shared by the models of a run, and reused only
+where it is exactly the same delta: same lake, table, window, and the columns asked for."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbt_duckstream.runtime import feeds
+from dbt_duckstream.runtime.feeds import FeedRequest, cached_entries, held, shared_feed
+from dbt_duckstream.runtime.lake import attach_lake, current_snapshot, table_id
+from dbt_duckstream.sql import TableRef
+
+from .harness import Model
+
+T = TableRef("lake", "main", "t")
+
+
+def entries_for(con, tid: int) -> list[tuple[int, int, list[str]]]:
+    return [(o, n, c) for t, o, n, c in cached_entries(con) if t == tid]
+
+
+@pytest.fixture
+def models(lake):
+    lake.execute("CREATE TABLE t (id INTEGER, k INTEGER, g VARCHAR, v DOUBLE)")
+    lake.execute("INSERT INTO t VALUES (1, 1, 'a', 1.5), (2, 2, 'b', 2.5)")
+    found = {
+        "sums": Model(lake, "sums", "SELECT k, sum(v) AS s FROM t GROUP BY k"),
+        "rows": Model(lake, "rows", "SELECT k, v FROM t WHERE v > 0"),
+        "names": Model(lake, "names", "SELECT g, count(*) AS n FROM t GROUP BY g"),
+        "ids": Model(lake, "ids", "SELECT id FROM t"),
+    }
+    for model in found.values():
+        model.refresh()
+    return found
+
+
+def test_models_of_a_run_share_one_read_per_window(lake, models):
+    tid = table_id(lake, T)
+    assert tid is not None
+    lake.execute("INSERT INTO t VALUES (3, 1, 'c', 4.0)")
+    lake.execute("UPDATE t SET v = v * 2 WHERE k = 2")
+    old = current_snapshot(lake, "lake") - 2
+    models["sums"].refresh()
+    models["rows"].refresh()  # k, v: inside the first read's columns
+    assert entries_for(lake, tid) == [(old, old + 2, ["k", "v"])]
+    models["names"].refresh()  # g: not read yet, so the window is read once more, whole
+    assert entries_for(lake, tid)[-1] == (old, old + 2, ["id", "k", "g", "v"])
+    models["ids"].refresh()
+    assert len(entries_for(lake, tid)) == 2  # id: served by the whole read
+    for model in models.values():
+        model.assert_consistent()
+
+    lake.execute("DELETE FROM t WHERE id = 1")  # another window: read anew
+    deleted = current_snapshot(lake, "lake")
+    models["sums"].refresh()
+    assert entries_for(lake, tid)[-1][:2] == (deleted - 1, deleted)
+    models["sums"].assert_consistent()
+
+
+def test_other_lakes_and_tables_are_never_served(lake, models, tmp_path):
+    tid = table_id(lake, T)
+    assert tid is not None
+    lake.execute("INSERT INTO t VALUES (3, 1, 'c', 4.0)")
+    new = current_snapshot(lake, "lake")
+    request = FeedRequest(T, tid, (new - 1, new), ("k", "v"))
+    first = shared_feed(lake, request)
+    assert shared_feed(lake, request) == first
+    assert shared_feed(lake, FeedRequest(T, tid, (new - 2, new), ("k", "v"))) != first
+    recreated = FeedRequest(T, tid + 1000, (new - 1, new), ("k", "v"))
+    assert shared_feed(lake, recreated) != first
+
+    # another lake on the same instance whose table has the same id, at the same snapshots
+    attach_lake(lake, str(tmp_path / "other.ducklake"), alias="other", data_path=str(tmp_path))
+    lake.execute("CREATE TABLE other.main.t (id INTEGER, k INTEGER, g VARCHAR, v DOUBLE)")
+    for _ in range(new - current_snapshot(lake, "other")):
+        lake.execute("INSERT INTO other.main.t VALUES (9, 9, 'z', 9.0)")
+    twin = TableRef("other", "main", "t")
+    assert (table_id(lake, twin), current_snapshot(lake, "other")) == (tid, new)
+    with held(lake, {"twin": FeedRequest(twin, tid, (new - 1, new), ("k", "v"))}) as served:
+        assert first not in served["twin"]
+        rows = lake.execute(f"SELECT k, v, _ivm_m FROM {served['twin']}").fetchall()
+    assert rows == [(9, 9.0, 1)]
+
+
+def test_the_cache_stays_within_its_budget(lake, models, monkeypatch):
+    monkeypatch.setattr(feeds, "budget_bytes", lambda: 0)
+    tid = table_id(lake, T)
+    assert tid is not None
+    for i in range(3):
+        lake.execute(f"INSERT INTO t VALUES ({10 + i}, 1, 'x', 1.0)")
+        models["sums"].refresh()
+        models["sums"].assert_consistent()
+    assert len(entries_for(lake, tid)) == 1  # every older entry was dropped
+
+
+def test_entries_a_run_holds_outlive_the_budget(lake, models, monkeypatch):
+    """Another thread's run may overflow the budget while this one has yet to use its feed."""
+    monkeypatch.setattr(feeds, "budget_bytes", lambda: 0)
+    tid = table_id(lake, T)
+    assert tid is not None
+    lake.execute("INSERT INTO t VALUES (3, 1, 'c', 4.0)")
+    new = current_snapshot(lake, "lake")
+    with held(lake, {"t": FeedRequest(T, tid, (new - 1, new), ("k", "v"))}) as mine:
+        lake.execute("INSERT INTO t VALUES (4, 1, 'd', 5.0)")
+        models["sums"].refresh()  # reads (and holds, then lets go) another window's entry
+        assert lake.execute(f"SELECT k, v, _ivm_m FROM {mine['t']}").fetchall() == [(1, 4.0, 1)]
+    assert len(entries_for(lake, tid)) == 2
+    models["sums"].assert_consistent()
