@@ -17,6 +17,9 @@
    on one side matched a row deleted on the other, so the join's delta asserted and
    retracted the same row; the top-N took the assertion and ignored the retraction of a row
    it did not store (found by the random-SQL generator).
+7. A window without PARTITION BY whose input emptied kept a row of NULLs: DuckDB's
+   ``top_n_window_elimination`` turns ``row_number() OVER (ORDER BY ...) <= 1`` into an
+   aggregate, which returns one row for an empty input (found by the random-SQL generator).
 """
 
 from __future__ import annotations
@@ -193,3 +196,25 @@ def test_top_n_over_a_join_whose_delta_asserts_and_retracts_a_row(lake):
     lake.execute("INSERT INTO b VALUES (2, 'two')")
     assert model.refresh().strategy == "incremental"
     model.assert_consistent()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT k FROM t QUALIFY row_number() OVER (ORDER BY k) <= 1",
+        "SELECT k + 1 AS k1 FROM (SELECT k, avg(z) OVER (PARTITION BY k) AS a, "
+        "row_number() OVER (ORDER BY k) AS rn FROM t "
+        "QUALIFY row_number() OVER (ORDER BY k NULLS LAST) <= 1)",
+    ],
+)
+def test_a_global_top_1_window_over_an_emptied_input(lake, sql):
+    """The table, and the SQL recomputed, are empty once the input is."""
+    lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
+    lake.execute("INSERT INTO t VALUES (1, 1), (2, 2), (1, 3)")
+    model = Model(lake, "top1", sql)
+    model.refresh()
+    lake.execute("DELETE FROM t")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+    assert lake.execute("SELECT count(*) FROM top1").fetchone() == (0,)
+    assert lake.execute(sql).fetchall() == []
