@@ -51,10 +51,11 @@ def load_ducklake(con: duckdb.DuckDBPyConnection) -> None:
 
 
 #: optimizers that return wrong rows in DuckDB 1.5.5: ``top_n_window_elimination`` turns a
-#: filter ``row_number() OVER (ORDER BY ...) <= 1`` without PARTITION BY into an aggregate,
-#: which returns one row of NULLs for an empty input (``SELECT x FROM empty_table QUALIFY
-#: row_number() OVER (ORDER BY x) = 1`` gives ``(NULL)``). Off for the whole instance, the
-#: model's maintenance and its recomputation agree, and both are right.
+#: filter ``row_number() OVER (ORDER BY ...) <= n`` into an aggregate, which returns one row
+#: of NULLs for an empty input (``SELECT x FROM empty_table QUALIFY row_number() OVER (ORDER
+#: BY x) = 1`` gives ``(NULL)``, duckdb/duckdb#23675) and drops rows whose ORDER BY
+#: expression is NULL (#23677, #24363). Off for the whole instance, the model's maintenance
+#: and its recomputation agree, and both are right.
 UNSOUND_OPTIMIZERS = ("top_n_window_elimination",)
 
 
