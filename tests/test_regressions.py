@@ -20,6 +20,9 @@
 7. A window without PARTITION BY whose input emptied kept a row of NULLs: DuckDB's
    ``top_n_window_elimination`` turns ``row_number() OVER (ORDER BY ...) <= 1`` into an
    aggregate, which returns one row for an empty input (found by the random-SQL generator).
+8. A window over a top-N with an OFFSET read the top-N's first n + m rows, not its last n:
+   the top-N's new rows and its new state were memoized under one name, so whichever was
+   rendered first answered for both (found by the random-SQL generator).
 """
 
 from __future__ import annotations
@@ -218,3 +221,18 @@ def test_a_global_top_1_window_over_an_emptied_input(lake, sql):
     model.assert_consistent()
     assert lake.execute("SELECT count(*) FROM top1").fetchone() == (0,)
     assert lake.execute(sql).fetchall() == []
+
+
+def test_a_window_over_a_top_n_with_an_offset(lake):
+    """The window reads the top-N's rows after its OFFSET, as the top-N's delta does."""
+    lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
+    lake.execute("INSERT INTO t VALUES (1, 1), (1, 2), (2, 3), (2, 4)")
+    sql = (
+        "SELECT k, z, row_number() OVER (PARTITION BY k ORDER BY z) AS rn "
+        "FROM (SELECT k, z FROM t ORDER BY k, z LIMIT 2 OFFSET 1)"
+    )
+    model = Model(lake, "after_offset", sql)
+    model.refresh()
+    lake.execute("INSERT INTO t VALUES (1, 0)")  # the first row: skipped by the OFFSET
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()

@@ -118,6 +118,6 @@ class RecursiveCTE(Operator):
             ctx.write(f"INSERT INTO {self._table()} SELECT * FROM {new}")
             return new
 
-        found = ctx.once(self.node_id, "new", compute)
+        found = ctx.once(self.node_id, "stored rows", compute)
         assert found is not None
         return found

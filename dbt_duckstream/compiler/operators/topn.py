@@ -146,6 +146,6 @@ class TopN(Operator):
             ctx.write(f"INSERT INTO {table} SELECT * FROM {new}")
             return new
 
-        found = ctx.once(self.node_id, "new", compute)
+        found = ctx.once(self.node_id, "stored rows", compute)
         assert found is not None
         return found
