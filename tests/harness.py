@@ -13,7 +13,7 @@ import duckdb
 from dbt_duckstream import RunResult, prepare, refresh
 from dbt_duckstream.compiler import IVMPlan
 from dbt_duckstream.runtime.consistency import differences
-from dbt_duckstream.runtime.lake import attach_lake, describe, feed_safe_optimizers
+from dbt_duckstream.runtime.lake import attach_lake, describe
 
 #: one DuckDB instance per test process for in-memory lakes: DuckLake loads once, and each
 #: lake is attached to a cursor of it (its own client context) and detached afterwards
@@ -53,6 +53,7 @@ class Model:
         self.con, self.name, self.sql = con, name, sql
         self.plan: IVMPlan = prepare(con, sql, name, catalog="lake")
         self.results: list[RunResult] = []
+        self.types_checked = False
 
     def refresh(self, **kwargs) -> RunResult:
         # the oracle tests maintenance itself, so the cost-based rebuild stays off by default
@@ -62,19 +63,25 @@ class Model:
         return result
 
     def assert_consistent(self) -> None:
-        assert_consistent(self.con, f"lake.main.{self.name}", self.sql)
+        # the table's column types are fixed when it is built: checking them once suffices
+        assert_consistent(
+            self.con, f"lake.main.{self.name}", self.sql, types=not self.types_checked
+        )
+        self.types_checked = True
 
 
-def assert_consistent(con: duckdb.DuckDBPyConnection, table: str, sql: str) -> None:
-    """The oracle: the maintained table equals the SQL recomputed now, as bags."""
+def assert_consistent(
+    con: duckdb.DuckDBPyConnection, table: str, sql: str, *, types: bool = True
+) -> None:
+    """The oracle: the maintained table equals the SQL recomputed now, as bags (every copy
+    of a row is paired with one copy, so the row counts agree too), with the same column
+    types."""
     diff = differences(con, table, sql)
     assert not diff, f"{table} differs from its recomputation:\n" + "\n".join(map(str, diff))
-    with feed_safe_optimizers(con):  # DuckLake's table statistics may be wrong (see there)
-        counts = [con.execute(f"SELECT count(*) FROM {q}").fetchone() for q in (table, f"({sql})")]
-    assert counts[0] == counts[1], f"{table} has {counts[0]} rows, its recomputation {counts[1]}"
-    maintained_types = [t for _, t in describe(con, table)]
-    expected_types = [t for _, t in describe(con, sql)]
-    assert maintained_types == expected_types
+    if types:
+        maintained_types = [t for _, t in describe(con, table)]
+        expected_types = [t for _, t in describe(con, sql)]
+        assert maintained_types == expected_types
 
 
 def maintain_through(con: duckdb.DuckDBPyConnection, views: dict[str, str], windows) -> None:

@@ -120,6 +120,19 @@ def test_a_model_table_written_by_hand_rebuilds(model, lake):
     model.assert_consistent()
 
 
+def test_flushing_a_models_inlined_deletions_is_not_a_write(model, lake):
+    """DuckLake records ``ducklake_flush_inlined_data`` writing a table's inlined deletions to
+    a delete file as a deletion from the table: a compaction, not a write by hand."""
+    lake.execute("CALL ducklake_flush_inlined_data('lake')")  # the model's rows into a file
+    lake.execute("UPDATE t SET v = v + 1 WHERE k = 1")
+    assert model.refresh().strategy == "incremental"  # deletes a file row: an inlined deletion
+    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    lake.execute("INSERT INTO t VALUES (3, 3)")
+    result = model.refresh()
+    assert result.strategy == "incremental", result.reason
+    model.assert_consistent()
+
+
 def test_deletion_vectors_rebuild_with_the_reason(model, lake):
     lake.execute("CALL lake.set_option('write_deletion_vectors', true)")
     lake.execute("CALL lake.set_option('data_inlining_row_limit', 0)")

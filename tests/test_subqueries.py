@@ -7,6 +7,7 @@ import duckdb
 import pytest
 
 from dbt_duckstream import compile_ivm
+from dbt_duckstream.compiler.operators import Aggregate
 
 from .harness import Model
 
@@ -56,7 +57,7 @@ def test_a_correlated_aggregate_is_an_aggregate_grouped_by_its_correlation() -> 
         schema=SCHEMA,
         catalog="lake",
     )
-    aggregates = plan.aggregates
+    aggregates = [n for n in plan.root.walk() if isinstance(n, Aggregate)]
     assert len(aggregates) == 1
     assert [k.sql() for k in aggregates[0].keys] == ['"o2.cid"']
     assert "scalar_subquery" in [n.kind for n in plan.root.walk()]

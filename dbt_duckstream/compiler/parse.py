@@ -26,9 +26,10 @@ def parse_sql(sql: str) -> exp.Expr:
         raise UnsupportedSQLError(f"{len(statements)} statements", "a model is one SELECT")
     statement = statements[0]
     check_deterministic(statement)
-    if isinstance(statement, exp.Query):
+    if isinstance(statement, exp.Query) and not _ordered_rows_matter(statement):
         # A table has no order; ORDER BY at the top changes nothing that is stored.
         statement.set("order", None)
+    name_function_columns(statement)
     return statement
 
 
@@ -70,3 +71,42 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
 def parse_table(name: str, catalog: str, db: str) -> TableRef:
     table = exp.to_table(name, dialect="duckdb")
     return TableRef(table.catalog or catalog, table.db or db, table.name)
+
+
+def _ordered_rows_matter(query: exp.Query) -> bool:
+    """Whether the ORDER BY picks rows: with LIMIT/OFFSET (a top-N) or DISTINCT ON."""
+    distinct = query.args.get("distinct")
+    on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+    return any(query.args.get(k) is not None for k in ("limit", "offset")) or on is not None
+
+
+#: the column DuckDB names the output of a table function called without column names
+_FUNCTION_COLUMNS = {"RANGE": "range", "GENERATE_SERIES": "generate_series", "UNNEST": "unnest"}
+
+
+def name_function_columns(statement: exp.Expr) -> None:
+    """Give VALUES lists and table functions in FROM the column names DuckDB gives them
+    (``col0``, ``col1``, ...; ``range``, ``generate_series``, ``unnest``), so that columns
+    resolve as they do in DuckDB."""
+    for clause in list(statement.find_all(exp.From, exp.Join)):
+        item = clause.this
+        if isinstance(item, exp.Values):
+            first = item.expressions[0] if item.expressions else None
+            width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+            names, default = [f"col{i}" for i in range(width)], "valueslist"
+        elif isinstance(item, exp.Unnest) or (
+            isinstance(item, exp.Table) and isinstance(item.this, exp.GenerateSeries | exp.Unnest)
+        ):
+            call = item if isinstance(item, exp.Unnest) else item.this
+            key = call.sql(dialect="duckdb").split("(")[0].upper()
+            names = [_FUNCTION_COLUMNS.get(key, key.lower())]
+            default = names[0]
+        else:
+            continue
+        alias = item.args.get("alias")
+        if isinstance(alias, exp.TableAlias) and alias.columns:
+            continue
+        if not isinstance(alias, exp.TableAlias):
+            alias = exp.TableAlias(this=exp.to_identifier(default))
+        alias.set("columns", [exp.to_identifier(n) for n in names])
+        item.set("alias", alias)

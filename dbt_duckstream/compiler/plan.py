@@ -70,13 +70,13 @@ class IVMPlan:
         )
 
     @property
-    def aggregates(self) -> tuple[Aggregate, ...]:
-        """The operators that keep state, in tree order."""
-        return tuple(n for n in self.root.walk() if isinstance(n, Aggregate))
+    def stored(self) -> tuple[Operator, ...]:
+        """The operators that keep state in a table beside the model, in tree order."""
+        return tuple(n for n in self.root.walk() if n.stored)
 
     @property
     def state_tables(self) -> tuple[TableRef, ...]:
-        return tuple(a.state_table for a in self.aggregates if a.state_table is not None)
+        return tuple(n.state_table for n in self.stored if n.state_table is not None)
 
     def create_table_sql(self, snapshots: Snapshots) -> str:
         if self.column_types is not None:
@@ -86,11 +86,14 @@ class IVMPlan:
             return f"CREATE TABLE {self.target.sql()} ({cols})"
         return f"CREATE TABLE {self.target.sql()} AS {self.recompute_sql(snapshots)} LIMIT 0"
 
-    def _renamed_columns(self) -> str:
-        """The tree's output columns under the model's column names."""
+    def _renamed_columns(self, *, typed: bool = False) -> str:
+        """The tree's output columns under the model's column names; ``typed``: cast to the
+        model's column types (a delta in which only one side of a UNION changed has that
+        side's types, or NULL where ``BY NAME`` pads a column)."""
+        types = self.column_types if typed and self.column_types else (None,) * len(self.columns)
         return ", ".join(
-            f"{quote(inner)} AS {quote(outer)}"
-            for inner, outer in zip(self.root.columns, self.columns, strict=True)
+            f"{f'CAST({quote(inner)} AS {kind})' if kind else quote(inner)} AS {quote(outer)}"
+            for inner, outer, kind in zip(self.root.columns, self.columns, types, strict=True)
         )
 
     def recompute_sql(self, snapshots: Snapshots) -> str:
@@ -139,7 +142,8 @@ class IVMPlan:
             return None
         consolidated = ctx.temp(
             "delta",
-            f"SELECT {self._renamed_columns()}, SUM({MULT})::BIGINT AS {MULT} FROM {delta}\n"
+            f"SELECT {self._renamed_columns(typed=True)}, SUM({MULT})::BIGINT AS {MULT} "
+            f"FROM {delta}\n"
             f"GROUP BY ALL HAVING SUM({MULT}) <> 0",
         )
         target = self.target.sql()
@@ -155,8 +159,17 @@ class IVMPlan:
         )
 
     def strategies(self) -> dict[str, str]:
-        """How each operator that keeps state is maintained, by its node name."""
-        return {a.name: a.strategy for a in self.aggregates}
+        """How each operator without a row-by-row rule is maintained, by its node name."""
+        return {n.name: n.strategy for n in self.root.walk() if n.strategy is not None}
+
+    def recomputed_in_full(self, changed: frozenset[str]) -> list[str]:
+        """What a window in which the sources ``changed`` (keys) changed recomputes in full."""
+        return [
+            note
+            for n in self.root.walk()
+            if (note := n.recomputed_in_full()) is not None
+            and any(s.key in changed for s in n.sources())
+        ]
 
     def explain(self) -> str:
         """The plan's SQL for a window in which every source changed, for reading."""
@@ -197,7 +210,7 @@ def compile_ivm(
     qualified = qualify_sql(sql, schema=schema, catalog=catalog, db=db)
     root = build_tree(qualified, schema)
     for node in root.walk():
-        if isinstance(node, Aggregate):
+        if node.stored:
             node.state_table = state_table(target, node.node_id)
     columns = root.columns
     types: tuple[str, ...] | None = None

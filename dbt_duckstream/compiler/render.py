@@ -66,7 +66,10 @@ class RenderContext:
         return old if side == "old" else new
 
     def once(self, node_id: int, what: str, render: Callable[[], str | None]) -> str | None:
-        """The name ``render`` returns for this node and purpose, rendered once per context."""
+        """The name ``render`` returns for this node and purpose, rendered once per context.
+
+        ``Operator.state`` and ``delta`` use the purposes ``old``, ``new`` and ``delta``: an
+        operator's own steps take other names."""
         key = (node_id, what)
         if key not in self._memo:
             self._memo[key] = render()

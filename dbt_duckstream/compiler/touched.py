@@ -9,7 +9,8 @@ its new rows of those keys, both computed from the input restricted to them.
     delta: f(r@new SEMI JOIN keys) with +1  UNION ALL  f(r@old SEMI JOIN keys) with -1
 
 Key values match with IS NOT DISTINCT FROM: GROUP BY, PARTITION BY and set operations put NULLs
-together.
+together. Without keys (a window without PARTITION BY, a global top-N) the whole input is one
+key: it is touched when the delta has any row, and then all of it is retracted and asserted.
 """
 
 from __future__ import annotations
@@ -28,18 +29,38 @@ def key_name(i: int) -> str:
     return f"_ivm_k{i}"
 
 
-def touched_keys(ctx: RenderContext, name: str, delta: str, keys: Sequence[exp.Expr]) -> str:
-    """A CTE of the distinct values of ``keys`` (expressions over ``delta``'s columns)."""
+#: the column of the one touched "key" of an operator without keys
+ANY_KEY = "_ivm_any"
+
+
+def touched_keys(
+    ctx: RenderContext,
+    name: str,
+    delta: str,
+    keys: Sequence[exp.Expr],
+    *,
+    temp: bool = False,
+) -> str:
+    """The distinct values of ``keys`` (expressions over ``delta``'s columns): a CTE, or a
+    temporary table when ``temp`` (statements that write state read it after the delta).
+
+    Without keys: one row when the delta has any, none otherwise."""
     select = ", ".join(f"{expr_sql(k)} AS {quote(key_name(i))}" for i, k in enumerate(keys))
-    return ctx.cte(name, f"SELECT DISTINCT {select} FROM {delta}")
+    sql = f"SELECT DISTINCT {select or f'TRUE AS {ANY_KEY}'} FROM {delta}"
+    return ctx.temp(name, sql) if temp else ctx.cte(name, sql)
 
 
-def restrict(relation: str, keys: Sequence[exp.Expr], touched: str) -> str:
-    """``relation``'s rows whose ``keys`` are among the touched ones (a FROM item)."""
-    match = same_values(
+def key_match(keys: Sequence[exp.Expr], touched: str) -> str:
+    """The join condition of a row with its touched key (``keys`` read the row's columns)."""
+    return same_values(
         (f"({expr_sql(k)})", f"{touched}.{quote(key_name(i))}") for i, k in enumerate(keys)
     )
-    return f"{relation} SEMI JOIN {touched} ON {match}"
+
+
+def restrict(relation: str, keys: Sequence[exp.Expr], touched: str, *, anti: bool = False) -> str:
+    """``relation``'s rows whose ``keys`` are among the touched ones (a FROM item); with
+    ``anti``, the rows whose keys are not."""
+    return f"{relation} {'ANTI' if anti else 'SEMI'} JOIN {touched} ON {key_match(keys, touched)}"
 
 
 def key_scoped_delta(

@@ -73,34 +73,83 @@ def check_deterministic(expression: exp.Expr) -> None:
             )
 
 
+#: how the order-dependent aggregates are named in messages (sqlglot renames some)
+_AGGREGATE_NAMES: dict[type[exp.Expr], str] = {
+    exp.ArrayAgg: "list",
+    exp.GroupConcat: "string_agg",
+    exp.First: "first",
+    exp.Last: "last",
+    exp.AnyValue: "any_value",
+}
+
+
 def check_aggregate(node: exp.Expr) -> None:
-    """Raise for aggregates whose result depends on row order."""
+    """Raise for aggregates whose result depends on row order: those that cannot be given an
+    order, and the others when the call does not give one (``string_agg(x, ',' ORDER BY y)``
+    is maintained, ``string_agg(x, ',')`` is not)."""
     inner = node.this if isinstance(node, exp.Filter) else node
     if isinstance(inner, _ORDER_DEPENDENT_AGGREGATES) or (
         isinstance(inner, exp.Anonymous) and function_name(inner) in _ORDER_DEPENDENT_NAMES
     ):
+        name = _AGGREGATE_NAMES.get(type(inner)) or function_name(inner)
+        orderable = name not in ("any_value", "arbitrary")
+        if orderable and isinstance(inner.this, exp.Order):
+            return
+        detail = "its result depends on the order rows are read in"
         raise UnsupportedSQLError(
-            f"order-dependent aggregate {function_name(inner)}()",
-            "its result depends on the order rows are read in",
+            f"order-dependent aggregate {name}()" + (" without ORDER BY" if orderable else ""),
+            detail
+            + (f"; order it inside the call, e.g. {name}(x ORDER BY y)" if orderable else ""),
         )
+
+
+def limit_value(node: exp.Expr, clause: str) -> int | None:
+    """The row count of a LIMIT or OFFSET clause (None without one): a constant integer."""
+    part = node.args.get(clause)
+    if part is None:
+        return None
+    value = part.args.get("expression") or part.this
+    options = part.args.get("limit_options")
+    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+        raise UnsupportedSQLError(
+            f"{clause.upper()} {value.sql(dialect='duckdb')} "
+            + ("PERCENT" if options.args.get("percent") else "WITH TIES"),
+            "a maintained top-N keeps a constant number of rows",
+        )
+    if isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit():
+        return int(value.this)
+    raise UnsupportedSQLError(
+        f"{clause.upper()} {value.sql(dialect='duckdb')}",
+        "a maintained top-N keeps a constant number of rows",
+    )
+
+
+def check_recursive_body(cte: str, body: exp.Expr) -> None:
+    """Raise for what a recursive CTE's body may not hold. DuckDB evaluates the body again in
+    full, so any deterministic body is maintained (windows too), but a LIMIT without ORDER BY
+    or an order-dependent aggregate without ORDER BY picks rows arbitrarily."""
+    for node in body.walk():
+        if isinstance(node, exp.Query) and not node.args.get("order"):
+            for clause in ("limit", "offset"):
+                if node.args.get(clause) is not None:
+                    raise UnsupportedSQLError(
+                        f"{clause.upper()} without ORDER BY inside the recursive CTE {cte}",
+                        "which rows it keeps is arbitrary; ORDER BY columns that identify a row",
+                    )
+        if isinstance(node, exp.AggFunc | exp.Anonymous) and not isinstance(
+            node.parent, exp.Window
+        ):
+            check_aggregate(node)
 
 
 def check_select(select: exp.Select) -> None:
     """Raise for clauses of one SELECT block that no operator handles yet."""
-    distinct = select.args.get("distinct")
-    if distinct is not None and distinct.args.get("on") is not None:
-        raise UnsupportedSQLError("SELECT DISTINCT ON")
-    if select.args.get("limit") or select.args.get("offset"):
-        raise UnsupportedSQLError("LIMIT/OFFSET", "a limited result is not maintainable")
-    if select.args.get("qualify"):
-        raise UnsupportedSQLError("QUALIFY")
-    group = select.args.get("group")
-    if group is not None and any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube")):
-        raise UnsupportedSQLError("GROUPING SETS/ROLLUP/CUBE")
-    for clause in ("expressions", "where", "having", "group"):
+    for clause in ("expressions", "where", "having", "group", "qualify"):
         value = select.args.get(clause)
         for part in value if isinstance(value, list) else [value]:
             if part is None:
                 continue
-            if part.find(exp.Window):
-                raise UnsupportedSQLError("window function")
+            if clause in ("where", "group", "having") and part.find(exp.Window):
+                raise UnsupportedSQLError(
+                    f"window function in {clause.upper()}", "window functions belong in QUALIFY"
+                )

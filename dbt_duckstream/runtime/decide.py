@@ -13,7 +13,10 @@ what maintenance reads and writes against what a rebuild does (``estimate``), in
     maintain ~ rows of data files added in the window
              + rows of the data files whose deletes changed in the window
              + INSERT_WEIGHT * rows inserted + DELETE_WEIGHT * rows deleted
-             + rows of the inputs a join term or a recomputed aggregate reads in full
+             + rows of the inputs a join term, a recomputed aggregate, a window's touched
+               partitions, a set operation's counts or a top-N's rescan read in full
+             + OUTPUT_WEIGHT * rows an operator recomputes whole and stores again (a window
+               without PARTITION BY is one partition; a recursive CTE)
     rebuild  ~ rows of every input table + OUTPUT_WEIGHT * rows of the model
 
 The weights are per-row costs relative to scanning a row, measured with the TPC-H benchmark
@@ -34,7 +37,17 @@ from typing import Any
 import duckdb
 
 from ..compiler import IVMPlan
-from ..compiler.operators import Aggregate, Join, Operator, OuterJoin, ScalarSubquery
+from ..compiler.operators import (
+    Aggregate,
+    CountedSetOperation,
+    Join,
+    Operator,
+    OuterJoin,
+    RecursiveCTE,
+    ScalarSubquery,
+    TopN,
+    Window,
+)
 from ..compiler.operators.membership import MembershipJoin
 from ..errors import ConfigurationError
 from ..sql import TableRef
@@ -380,6 +393,9 @@ def cheaper_to_rebuild(s: Situation) -> Decision | None:
 def maintain(s: Situation) -> Decision:
     changed = s.changes.changed
     reason = f"{len(changed)} of {len(s.plan.sources)} sources changed"
+    whole = s.plan.recomputed_in_full(changed)
+    if whole:
+        reason += f"; recomputed in full: {', '.join(whole)}"
     found = s.costs if s.rebuild_above is not None else None
     if found is not None:
         reason += f"; {found.describe()}"
@@ -474,15 +490,21 @@ def full_reads(root: Operator, changed: frozenset[str], rows: dict[str, int]) ->
     every other input's whole state; an aggregate without a fold recomputes the touched groups
     from its input at the new snapshot; the padded rows of an outer join, and the rows a semi,
     anti or mark join judges, are found in the other input's old state and judged over the
-    changed input's old and new states; a scalar subquery's change re-reads its outer rows."""
+    changed input's old and new states; a scalar subquery's change re-reads its outer rows; a
+    window recomputes its touched partitions from its input at the new snapshot (and at the old
+    one too, without stored rows); a counting set operation counts the touched rows in both
+    inputs; a top-N may rescan its input. A window without PARTITION BY and a recursive CTE
+    recompute everything and store it again."""
     total = 0
     for node in root.walk():
+        if not _changes(node, changed):
+            continue
         if isinstance(node, Join):
             for i, child in enumerate(node.children):
                 if _changes(child, changed):
                     others = [c for j, c in enumerate(node.children) if j != i]
                     total += sum(_rows(c, rows) for c in others)
-        elif isinstance(node, Aggregate) and not node.folds and _changes(node, changed):
+        elif isinstance(node, Aggregate) and not node.folds:
             total += _rows(node.child, rows)
         elif isinstance(node, OuterJoin):
             left, right = node.children
@@ -502,6 +524,14 @@ def full_reads(root: Operator, changed: frozenset[str], rows: dict[str, int]) ->
                 total += _rows(left, rows)
                 if isinstance(node, MembershipJoin):
                     total += 2 * _rows(right, rows)
+        elif isinstance(node, Window):
+            total += _rows(node.child, rows) * (1 if node.stored else 2)
+            if not node.partition:
+                total += OUTPUT_WEIGHT * _rows(node.child, rows)
+        elif isinstance(node, CountedSetOperation | TopN):
+            total += sum(_rows(c, rows) for c in node.children)
+        elif isinstance(node, RecursiveCTE):
+            total += (1 + OUTPUT_WEIGHT) * _rows(node, rows)
     return total
 
 

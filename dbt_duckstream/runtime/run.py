@@ -32,6 +32,7 @@ from .lake import (
     read_columns,
     table_id,
     table_ids,
+    table_names,
     transaction,
 )
 
@@ -400,15 +401,10 @@ def _drop_state_tables(
 ) -> None:
     """Drop the model's state tables that the plan does not use (left by an earlier plan)."""
     prefix = f"{STATE_PREFIX}{target.name}"
-    names = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = ? "
-        "AND starts_with(table_name, ?)",
-        [target.catalog, target.schema, prefix],
-    ).fetchall()
-    for (name,) in names:
+    for name in table_names(con, target.catalog, target.schema, prefix):
         table = target.sibling(name)
         if table not in keep and re.fullmatch(r"(_\d+)?", name[len(prefix) :]):
-            con.execute(f"DROP TABLE {table.sql()}")
+            con.execute(f"DROP TABLE IF EXISTS {table.sql()}")
 
 
 def _rebuild(

@@ -3,18 +3,28 @@
 from .aggregate import Aggregate
 from .anti_join import AntiJoin
 from .base import Operator
+from .constant import Constant
+from .expand import Expand
 from .filter import Filter
 from .join import Join, JoinInput
 from .mark_join import MarkJoin
 from .outer_join import OuterJoin
 from .project import Project
+from .recursive import RecursiveCTE
 from .scalar_subquery import ScalarSubquery
 from .scan import Scan
 from .semi_join import SemiJoin
+from .setops import SET_OPERATIONS, CountedSetOperation, UnionAll
+from .topn import TopN
+from .window import Window
 
 __all__ = [
+    "SET_OPERATIONS",
     "Aggregate",
     "AntiJoin",
+    "Constant",
+    "CountedSetOperation",
+    "Expand",
     "Filter",
     "Join",
     "JoinInput",
@@ -22,7 +32,11 @@ __all__ = [
     "Operator",
     "OuterJoin",
     "Project",
+    "RecursiveCTE",
     "ScalarSubquery",
     "Scan",
     "SemiJoin",
+    "TopN",
+    "UnionAll",
+    "Window",
 ]

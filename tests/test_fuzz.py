@@ -1,0 +1,42 @@
+"""Random models from the grammar of maintained SQL (``sqlgen``), each maintained over a
+random history and checked against its recomputation after every run.
+
+One example is one lake and one history (``scenarios``) shared by ``QUERIES`` generated
+models, so CI covers EXAMPLES x QUERIES query x history cases cheaply (1,000 by default).
+More:
+
+    DUCKSTREAM_FUZZ_EXAMPLES=500 uv run pytest tests/test_fuzz.py -p no:cacheprovider   # 10,000
+
+A failure names the model that differed and prints its SQL; Hypothesis then shrinks the
+history and the models (the others shrink to trivial ones). Shrunk failures become
+regression tests in ``test_regressions.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+from .scenarios import Scenario, scenarios
+from .sqlgen import queries
+from .test_properties import run_scenario
+
+pytestmark = [pytest.mark.slow]
+
+EXAMPLES = int(os.environ.get("DUCKSTREAM_FUZZ_EXAMPLES", "50"))
+QUERIES = int(os.environ.get("DUCKSTREAM_FUZZ_QUERIES", "20"))
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    scenario=scenarios(),
+    models=st.lists(queries(), min_size=QUERIES, max_size=QUERIES),
+)
+def test_random_models_equal_their_recomputation(scenario: Scenario, models: list[str]) -> None:
+    views = {f"fuzz{i}": sql for i, sql in enumerate(models)}
+    for name, sql in views.items():
+        note(f"{name}: {sql}")
+    run_scenario(scenario, views)

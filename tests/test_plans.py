@@ -1,0 +1,85 @@
+"""What plans say about the operators without a row-by-row rule: how each is maintained, what
+keeps state, and what the cost estimate counts for it."""
+
+from __future__ import annotations
+
+from dbt_duckstream import compile_ivm
+from dbt_duckstream.compiler.operators import RecursiveCTE, TopN, Window
+from dbt_duckstream.runtime.decide import OUTPUT_WEIGHT, full_reads
+
+SCHEMA = {
+    "lake": {
+        "main": {
+            "t": {"a": "INTEGER", "b": "VARCHAR", "x": "DOUBLE"},
+            "u": {"a": "INTEGER", "c": "INTEGER"},
+        }
+    }
+}
+CHANGED = frozenset({"lake.main.t"})
+ROWS = {"lake.main.t": 1000, "lake.main.u": 10}
+
+
+def plan(sql: str):
+    return compile_ivm(sql, target="m", schema=SCHEMA, catalog="lake")
+
+
+def test_a_window_without_partition_by_is_one_partition() -> None:
+    whole = plan("SELECT a, row_number() OVER (ORDER BY a, b, x) AS n FROM t")
+    parts = plan("SELECT a, row_number() OVER (PARTITION BY b ORDER BY a, x) AS n FROM t")
+    (strategy,) = whole.strategies().values()
+    assert strategy.startswith("one partition (no PARTITION BY): recomputed in full")
+    assert "one partition" in whole.explain().splitlines()[0]
+    assert whole.recomputed_in_full(CHANGED) == ["window3 (window without PARTITION BY)"]
+    assert parts.recomputed_in_full(CHANGED) == []
+    # the estimate counts the state a whole-table window writes again
+    assert full_reads(whole.root, CHANGED, ROWS) >= OUTPUT_WEIGHT * 1000
+    assert full_reads(parts.root, CHANGED, ROWS) == 1000
+
+
+def test_order_free_windows_keep_no_state_and_the_others_do() -> None:
+    free = plan(
+        "SELECT a, rank() OVER (PARTITION BY b ORDER BY a) AS r, count(*) OVER () AS n FROM t"
+    )
+    assert not any(n.stored for n in free.root.walk() if isinstance(n, Window))
+    assert free.state_tables == ()
+    stored = plan("SELECT a, sum(x) OVER (PARTITION BY b ORDER BY a, x) AS s FROM t")
+    (window,) = [n for n in stored.root.walk() if isinstance(n, Window)]
+    assert window.stored and stored.state_tables == (window.state_table,)
+    assert "old rows stored" in stored.strategies()[window.name]
+
+
+def test_windows_with_different_partitions_stack_and_qualify_goes_last() -> None:
+    stacked = plan(
+        "SELECT a, sum(a) OVER (PARTITION BY b) AS s, row_number() OVER (PARTITION BY a "
+        "ORDER BY b, x) AS n, rank() OVER (PARTITION BY b ORDER BY a) AS r FROM t "
+        "QUALIFY n = 1"
+    )
+    windows = [n for n in stacked.root.walk() if isinstance(n, Window)]
+    assert [len(w.functions) for w in windows] == [2, 1]
+    assert [w.qualify is not None for w in windows] == [False, True]
+
+
+def test_top_n_distinct_on_and_recursive_ctes_keep_their_rows() -> None:
+    top = plan("SELECT a, b FROM t ORDER BY a DESC, b LIMIT 5 OFFSET 2")
+    (node,) = [n for n in top.root.walk() if isinstance(n, TopN)]
+    assert (node.limit, node.offset, node.stored) == (5, 2, True)
+    first = plan("SELECT DISTINCT ON (b) b, a FROM t ORDER BY b, a DESC")
+    (window,) = [n for n in first.root.walk() if isinstance(n, Window)]
+    assert window.qualify is not None and "ROW_NUMBER()" in window.functions[0][1].sql()
+    recursive = plan(
+        "WITH RECURSIVE r(n) AS (SELECT a FROM t UNION SELECT n + 1 FROM r WHERE n < 5) "
+        "SELECT n FROM r"
+    )
+    (node,) = [n for n in recursive.root.walk() if isinstance(n, RecursiveCTE)]
+    assert node.stored and node.sources() == {node.tables[0]}
+    assert recursive.recomputed_in_full(CHANGED) == [f"{node.name} (recursive CTE r)"]
+    assert recursive.recomputed_in_full(frozenset({"lake.main.u"})) == []
+
+
+def test_set_operations_count_touched_rows() -> None:
+    counted = plan("SELECT a FROM t EXCEPT ALL SELECT a FROM u")
+    assert list(counted.strategies().values()) == ["copies counted per touched row"]
+    assert full_reads(counted.root, CHANGED, ROWS) == 1010
+    added = plan("SELECT a FROM t UNION ALL SELECT c FROM u")
+    assert added.strategies() == {}
+    assert full_reads(added.root, CHANGED, ROWS) == 0
