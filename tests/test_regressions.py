@@ -33,6 +33,8 @@
 10. A window over a top-N with an OFFSET read the top-N's first n + m rows, not its last n:
    the top-N's new rows and its new state were memoized under one name, so whichever was
    rendered first answered for both (found by the random-SQL generator).
+11. A subquery in WHERE whose own SELECT holds a window function was rejected as "window
+   function in WHERE" (found by the random-SQL generator once it drew subquery predicates).
 """
 
 from __future__ import annotations
@@ -286,5 +288,20 @@ def test_a_window_over_a_top_n_with_an_offset(lake):
     model = Model(lake, "after_offset", sql)
     model.refresh()
     lake.execute("INSERT INTO t VALUES (1, 0)")  # the first row: skipped by the OFFSET
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+def test_a_window_inside_a_where_subquery_belongs_to_the_subquery(lake):
+    lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
+    lake.execute("INSERT INTO t VALUES (1, 1), (1, 2), (2, 3), (NULL, 4)")
+    sql = (
+        "SELECT k, z FROM t WHERE z IN (SELECT z FROM (SELECT z, row_number() OVER "
+        "(PARTITION BY k ORDER BY z) AS rn FROM t) AS q WHERE rn = 1)"
+    )
+    model = Model(lake, "first_per_key", sql)
+    model.refresh()
+    lake.execute("INSERT INTO t VALUES (1, 0), (2, 5)")
+    lake.execute("DELETE FROM t WHERE z = 3")
     assert model.refresh().strategy == "incremental"
     model.assert_consistent()
