@@ -33,6 +33,9 @@
 10. A window over a top-N with an OFFSET read the top-N's first n + m rows, not its last n:
    the top-N's new rows and its new state were memoized under one name, so whichever was
    rendered first answered for both (found by the random-SQL generator).
+11. A subquery in WHERE or HAVING that reads a derived table with a window function was
+   rejected as a window function in WHERE: the check looked inside the subquery, whose
+   windows are its own (found by the random-SQL generator).
 """
 
 from __future__ import annotations
@@ -286,5 +289,31 @@ def test_a_window_over_a_top_n_with_an_offset(lake):
     model = Model(lake, "after_offset", sql)
     model.refresh()
     lake.execute("INSERT INTO t VALUES (1, 0)")  # the first row: skipped by the OFFSET
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT r.id FROM r WHERE r.v IN (SELECT p.rn FROM (SELECT k, row_number() "
+        "OVER (PARTITION BY k ORDER BY z) AS rn FROM t) AS p WHERE p.k = r.k)",
+        "SELECT r.id FROM r WHERE NOT EXISTS (SELECT 1 FROM (SELECT k, rank() "
+        "OVER (ORDER BY z) AS rk FROM t) AS p WHERE p.rk = r.v)",
+        "SELECT r.k, count(*) AS n FROM r GROUP BY r.k HAVING count(*) > "
+        "(SELECT max(p.rn) FROM (SELECT row_number() OVER (ORDER BY k, z) AS rn FROM t) AS p)",
+    ],
+)
+def test_a_window_inside_a_subquery_predicate(lake, sql):
+    """The subquery's window is computed inside it, not in the outer WHERE or HAVING."""
+    lake.execute("CREATE TABLE r (id INTEGER, k INTEGER, v INTEGER)")
+    lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
+    lake.execute("INSERT INTO r VALUES (1, 1, 1), (2, 1, 2), (3, 2, 1), (4, NULL, 3)")
+    lake.execute("INSERT INTO t VALUES (1, 5), (1, 6), (2, 7)")
+    model = Model(lake, "windowed", sql)
+    model.refresh()
+    model.assert_consistent()
+    lake.execute("INSERT INTO t VALUES (1, 4), (2, 1)")
+    lake.execute("DELETE FROM r WHERE id = 3")
     assert model.refresh().strategy == "incremental"
     model.assert_consistent()

@@ -149,7 +149,10 @@ def check_select(select: exp.Select) -> None:
         for part in value if isinstance(value, list) else [value]:
             if part is None:
                 continue
-            if clause in ("where", "group", "having") and part.find(exp.Window):
+            if clause in ("where", "group", "having") and any(
+                isinstance(node, exp.Window)
+                for node in part.walk(prune=lambda node: isinstance(node, exp.Query))
+            ):  # a subquery's windows are its own
                 raise UnsupportedSQLError(
                     f"window function in {clause.upper()}", "window functions belong in QUALIFY"
                 )
