@@ -36,6 +36,11 @@
 11. A subquery in WHERE or HAVING that reads a derived table with a window function was
    rejected as a window function in WHERE: the check looked inside the subquery, whose
    windows are its own (found by the random-SQL generator).
+12. A parenthesized join whose first item is a derived table, ``a LEFT JOIN ((SELECT ...) AS
+   b JOIN c ON ...) ON ...``, was read as that derived table alone: its joins were dropped
+   and the ON condition named a table that was not there (DuckDB's binder error), and in a
+   correlated subquery its tables were taken for the outer query's (found by the random-SQL
+   generator).
 """
 
 from __future__ import annotations
@@ -315,5 +320,33 @@ def test_a_window_inside_a_subquery_predicate(lake, sql):
     model.assert_consistent()
     lake.execute("INSERT INTO t VALUES (1, 4), (2, 1)")
     lake.execute("DELETE FROM r WHERE id = 3")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a.k, b.z, c.w FROM s AS a JOIN ((SELECT k, z FROM t) AS b "
+        "JOIN (SELECT k, w FROM s) AS c ON b.z = c.w) ON a.k = b.k",
+        "SELECT a.k, b.z, c.w FROM s AS a LEFT JOIN ((SELECT k, z FROM t) AS b "
+        "FULL JOIN s AS c ON b.z = c.w) ON a.k = b.k",
+        "SELECT a.k FROM s AS a SEMI JOIN ((SELECT k, z FROM t) AS b "
+        "JOIN (SELECT k, w FROM s) AS c ON b.z = c.w) ON a.k = b.k",
+        "SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM s AS a RIGHT JOIN ((SELECT k, z FROM t) "
+        "AS b JOIN s AS c ON b.z = c.w) ON a.k = b.k WHERE a.w = t.z)",
+    ],
+)
+def test_a_parenthesized_join_that_starts_with_a_derived_table(lake, sql):
+    """The parentheses hold the derived table and what it is joined with."""
+    lake.execute("CREATE TABLE s (k INTEGER, w INTEGER)")
+    lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
+    lake.execute("INSERT INTO s VALUES (1, 1), (2, 2), (NULL, 1)")
+    lake.execute("INSERT INTO t VALUES (1, 1), (1, 2), (2, 3), (3, NULL)")
+    model = Model(lake, "nested", sql)
+    model.refresh()
+    model.assert_consistent()
+    lake.execute("INSERT INTO s VALUES (2, 3), (3, 2)")
+    lake.execute("DELETE FROM t WHERE z = 1")
     assert model.refresh().strategy == "incremental"
     model.assert_consistent()
