@@ -434,8 +434,8 @@ class Subqueries:
             raise UnsupportedSQLError(
                 f"column {stray.sql(dialect='duckdb')} outside the aggregates of a scalar subquery"
             )
-        if not keys:
-            return right, outer_keys, over_group
+        if not keys:  # parenthesized: it stands for the subquery in any expression
+            return right, outer_keys, exp.Paren(this=over_group)
         over_empty = _replace_calls(expression, _empty_value)
         value = exp.Case(
             ifs=[exp.If(this=exp.Is(this=count, expression=exp.null()), true=over_empty)],
