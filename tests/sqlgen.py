@@ -5,10 +5,12 @@ rows; floating-point sums, whose last bits depend on the order of addition, are 
 selected, never grouped, joined, ordered or compared).
 
 A query is built bottom-up: a production takes relations drawn one level down and wraps them.
-``PRODUCTIONS`` lists the productions with their weights; a construct the compiler learns is
-one function and one line there (a kind of join is a line in ``JOINS``, a set operation one
-in ``SET_OPERATIONS``). Every relation names its columns ``c0``, ``c1``, ... and knows their
-types, so any production can wrap any other.
+``UNARY`` and ``BINARY`` list the productions with their weights; a construct the compiler
+learns is one function and one line there (a kind of join is a line in ``JOINS``, a set
+operation one in ``SET_OPERATIONS``). Every relation names its columns ``c0``, ``c1``, ... and
+knows their types, so any production can wrap any other. A subquery reads its relation as
+``p`` and the outer query's as ``q``; it names outer columns only in its ``WHERE``, a scalar
+one only in equalities, and never groups there (``test_errors.py`` lists what is rejected).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from hypothesis import strategies as st
 from .scenarios import TABLES
 
 #: a column's kind, for what may be compared with what
-INT, TEXT, FLOAT = "int", "text", "float"
+INT, TEXT, FLOAT, BOOL = "int", "text", "float", "bool"
 _KINDS = {"INTEGER": INT, "VARCHAR": TEXT, "DOUBLE": FLOAT}
-_CASTS = {INT: "INTEGER", TEXT: "VARCHAR", FLOAT: "DOUBLE"}
+_CASTS = {INT: "INTEGER", TEXT: "VARCHAR", FLOAT: "DOUBLE", BOOL: "BOOLEAN"}
 #: most columns a relation keeps (wider ones are projected)
 MAX_COLUMNS = 5
 
@@ -77,6 +79,8 @@ def _predicate(draw: Draw, column: str, kind: str) -> str:
         ]
     elif kind == TEXT:
         options = [f"{column} IN ('a', 'b')", f"{column} IS NULL", f"{column} LIKE 'i%'"]
+    elif kind == BOOL:
+        options = [column, f"NOT {column}", f"{column} IS NULL"]
     else:
         options = [f"{column} > 0", f"{column} IS NOT NULL"]
     return draw(st.sampled_from(options))
@@ -99,6 +103,13 @@ def _expression(draw: Draw, column: str, kind: str) -> tuple[str, str]:
             (f"upper({column})", TEXT),
             (f"coalesce({column}, '?')", TEXT),
             (f"length({column})", INT),
+        ]
+    elif kind == BOOL:
+        options = [
+            (column, BOOL),
+            (f"coalesce({column}, false)", BOOL),
+            (f"NOT {column}", BOOL),
+            (f"CAST({column} AS INTEGER)", INT),
         ]
     else:
         options = [(column, FLOAT), (f"{column} * 2", FLOAT), (f"round({column}, 1)", FLOAT)]
@@ -160,31 +171,88 @@ def project(draw: Draw, relation: Relation) -> Relation:
 
 
 #: the joins the compiler maintains, as SQL writes them
-JOINS = ["JOIN"]
+JOINS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL OUTER JOIN", "SEMI JOIN", "ANTI JOIN"]
+#: joins that keep only their left input's columns
+_FILTERING = ("SEMI JOIN", "ANTI JOIN")
+
+
+def _comparable(left: Relation, right: Relation) -> list[tuple[Column, Column]]:
+    """Pairs of exact columns of one kind, one from each relation (never FLOAT)."""
+    return [(a, b) for a in left.exact() for b in right.exact() if a.kind == b.kind != FLOAT]
+
+
+def _condition(draw: Draw, left: Relation, a: str, right: Relation, b: str) -> str | None:
+    """A join condition over ``a`` and ``b``: mostly an equality, maybe not, maybe with a second
+    comparison or a condition on one side only (none: no columns of one kind)."""
+    pairs = _comparable(left, right)
+    if not pairs:
+        return None
+    x, y = draw(st.sampled_from(pairs))
+    terms = [f"{a}.{x.name} {draw(st.sampled_from(['=', '=', '=', '<', '<>']))} {b}.{y.name}"]
+    extra = draw(st.integers(0, 5))
+    if extra == 1:
+        x, y = draw(st.sampled_from(pairs))
+        terms.append(f"{a}.{x.name} {draw(st.sampled_from(['=', '<=', '>']))} {b}.{y.name}")
+    elif extra in (2, 3):
+        alias, relation = (b, right) if extra == 2 else (a, left)
+        column = draw(st.sampled_from(relation.exact()))
+        terms.append(_predicate(draw, f"{alias}.{column.name}", column.kind))
+    return " AND ".join(terms)
 
 
 def join(draw: Draw, left: Relation, right: Relation) -> Relation:
-    """Two relations joined on columns of one kind (none: the left relation alone)."""
-    pairs = [(a, b) for a in left.exact() for b in right.exact() if a.kind == b.kind != FLOAT]
-    if not pairs:
-        return left
-    a, b = draw(st.sampled_from(pairs))
-    on = f"a.{a.name} = b.{b.name}"
-    if draw(st.integers(0, 3)) == 0:
-        on += f" AND {_predicate(draw, f'b.{b.name}', b.kind)}"
+    """Two relations joined by one of ``JOINS`` on a condition or ``USING`` a shared column,
+    maybe with a base table joined after them or nested inside the right side (none: the left
+    relation alone)."""
     kind = draw(st.sampled_from(JOINS))
-    columns = [("a", c) for c in left.columns] + [("b", c) for c in right.columns]
-    select = ", ".join(f"{side}.{c.name} AS c{i}" for i, (side, c) in enumerate(columns))
+    shared = [c for c in left.exact() if c.kind != FLOAT and c in right.exact()]
+    using = draw(st.sampled_from(shared)) if shared and draw(st.integers(0, 3)) == 0 else None
+    if using is not None:
+        clause = f"USING ({using.name})"
+    else:
+        on = _condition(draw, left, "a", right, "b")
+        if on is None:
+            return left
+        clause = f"ON {on}"
+    sides = [("a", left)] if kind in _FILTERING else [("a", left), ("b", right)]
+    source = f"({left.sql}) AS a {kind} ({right.sql}) AS b {clause}"
+    alone = True  # no third relation: USING's column may stand unqualified
+    if draw(st.integers(0, 5)) == 0:
+        third = base(draw)
+        nested = using is None and draw(st.booleans())
+        # sqlglot cannot qualify the columns of a SEMI or ANTI JOIN nested in parentheses
+        inner = draw(st.sampled_from([j for j in JOINS if not nested or j not in _FILTERING]))
+        keeps = inner not in _FILTERING
+        if nested:  # a LEFT JOIN (b JOIN c ON ...) ON ...
+            on = _condition(draw, right, "b", third, "c")
+            if on is not None:
+                source = (
+                    f"({left.sql}) AS a {kind} (({right.sql}) AS b {inner} ({third.sql}) AS c "
+                    f"ON {on}) {clause}"
+                )
+                keeps = keeps and kind not in _FILTERING
+        else:  # a LEFT JOIN b ON ... JOIN c ON ...
+            alias, partner = draw(st.sampled_from(sides))
+            on = _condition(draw, partner, alias, third, "c")
+            if on is not None:
+                source += f" {inner} ({third.sql}) AS c ON {on}"
+        alone = on is None
+        if on is not None and keeps:
+            sides.append(("c", third))
+    columns = [(alias, c) for alias, relation in sides for c in relation.columns]
+    select = ", ".join(
+        f"{c.name if alone and alias == 'a' and c == using else f'{alias}.{c.name}'} AS c{i}"
+        for i, (alias, c) in enumerate(columns)
+    )
     joined = Relation(
-        f"SELECT {select} FROM ({left.sql}) AS a {kind} ({right.sql}) AS b ON {on}",
-        _names([(c.kind, c.inexact) for _, c in columns]),
+        f"SELECT {select} FROM {source}", _names([(c.kind, c.inexact) for _, c in columns])
     )
     return _narrow(draw, joined)
 
 
-def _aggregate_call(draw: Draw, relation: Relation) -> tuple[str, str, bool]:
+def _aggregate_call(draw: Draw, relation: Relation, alias: str = "q") -> tuple[str, str, bool]:
     column = draw(st.sampled_from(relation.columns))
-    name = f"q.{column.name}"
+    name = f"{alias}.{column.name}"
     options: list[tuple[str, str, bool]] = [
         ("count(*)", INT, False),
         (f"count({name})", INT, False),
@@ -201,7 +269,7 @@ def _aggregate_call(draw: Draw, relation: Relation) -> tuple[str, str, bool]:
         others = [c for c in relation.exact() if c != column]
         if others:
             other = draw(st.sampled_from(others))
-            options.append((f"arg_max({name}, (q.{other.name}, {name}))", TEXT, False))
+            options.append((f"arg_max({name}, ({alias}.{other.name}, {name}))", TEXT, False))
     return draw(st.sampled_from(options))
 
 
@@ -453,17 +521,156 @@ def cte_twice(draw: Draw, relation: Relation) -> Relation:
     )
 
 
-def in_subquery(draw: Draw, left: Relation, right: Relation) -> Relation:
-    """Rows whose column is IN a column of another relation."""
-    pairs = [(a, b) for a in left.exact() for b in right.exact() if a.kind == b.kind != FLOAT]
-    if not pairs:
+def _subquery_predicate(draw: Draw, outer: Relation, inner: Relation) -> str | None:
+    """``[NOT] EXISTS``, ``[NOT] IN`` or ``<op> ANY/ALL`` over ``inner`` (as ``p``), maybe
+    correlated with ``outer``'s columns (as ``q``) by any comparison, maybe filtered inside
+    (none: no columns of one kind to compare)."""
+    pairs = _comparable(outer, inner)
+    form = draw(st.sampled_from(["exists", "in", "quantified"]))
+    if not pairs and form != "exists":
+        return None
+    where = []
+    if pairs and draw(st.booleans()):
+        x, y = draw(st.sampled_from(pairs))
+        where.append(f"p.{y.name} {draw(st.sampled_from(['=', '=', '<', '<>']))} q.{x.name}")
+    if inner.exact() and draw(st.booleans()):
+        column = draw(st.sampled_from(inner.exact()))
+        where.append(_predicate(draw, f"p.{column.name}", column.kind))
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    negated = "NOT " if draw(st.booleans()) else ""
+    if form == "exists":
+        selected = draw(st.sampled_from(["1", "*"]))
+        return f"{negated}EXISTS (SELECT {selected} FROM ({inner.sql}) AS p{condition})"
+    x, y = draw(st.sampled_from(pairs))
+    subquery = f"(SELECT p.{y.name} FROM ({inner.sql}) AS p{condition})"
+    if form == "in":
+        return f"q.{x.name} {negated}IN {subquery}"
+    operator = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">="]))
+    return f"q.{x.name} {operator} {draw(st.sampled_from(['ANY', 'ALL']))} {subquery}"
+
+
+def subquery_predicate(draw: Draw, left: Relation, right: Relation) -> Relation:
+    """A subquery predicate over ``right`` on ``left``'s rows: a ``WHERE`` conjunct (a semi or
+    anti join), or inside ``OR``, ``NOT``, ``CASE``, the select list, an aggregate's argument or
+    ``HAVING`` (a mark join)."""
+    exact = left.exact()
+    if not exact:
         return left
-    a, b = draw(st.sampled_from(pairs))
+    place = draw(
+        st.sampled_from(["where", "and", "or", "not_or", "select", "case", "argument", "having"])
+    )
+    if place == "having":
+        key = draw(st.sampled_from(exact))
+        predicate = _subquery_predicate(draw, Relation(left.sql, (key,)), right)
+        if predicate is None:
+            return left
+        having = draw(st.sampled_from([predicate, f"{predicate} OR count(*) > 1"]))
+        return Relation(
+            f"SELECT q.{key.name} AS c0, count(*) AS c1 FROM ({left.sql}) AS q "
+            f"GROUP BY q.{key.name} HAVING {having}",
+            _names([(key.kind, False), (INT, False)]),
+        )
+    predicate = _subquery_predicate(draw, left, right)
+    if predicate is None:
+        return left
+    column = draw(st.sampled_from(exact))
+    other = _predicate(draw, f"q.{column.name}", column.kind)
+    if place == "argument":
+        keys = draw(st.lists(st.sampled_from(exact), max_size=1))
+        select = [f"q.{k.name} AS c0" for k in keys]
+        select.append(f"count(*) AS c{len(select)}")
+        select.append(f"sum(CASE WHEN {predicate} THEN 1 ELSE 0 END) AS c{len(select)}")
+        group = f" GROUP BY q.{keys[0].name}" if keys else ""
+        return Relation(
+            f"SELECT {', '.join(select)} FROM ({left.sql}) AS q{group}",
+            _names([(k.kind, False) for k in keys] + [(INT, False), (INT, False)]),
+        )
     select = ", ".join(f"q.{c.name} AS c{i}" for i, c in enumerate(left.columns))
-    return Relation(
-        f"SELECT {select} FROM ({left.sql}) AS q "
-        f"WHERE q.{a.name} IN (SELECT q2.{b.name} FROM ({right.sql}) AS q2)",
-        left.columns,
+    width = len(left.columns)
+    if place in ("select", "case"):
+        value, kind = (predicate, BOOL)
+        if place == "case":
+            value = f"CASE WHEN {predicate} THEN 'y' WHEN {other} THEN 'n' ELSE 'o' END"
+            kind = TEXT
+        return _narrow(
+            draw,
+            Relation(
+                f"SELECT {select}, {value} AS c{width} FROM ({left.sql}) AS q",
+                (*left.columns, Column(f"c{width}", kind)),
+            ),
+        )
+    where = {
+        "where": predicate,
+        "and": f"{predicate} AND {other}",
+        "or": f"{other} OR {predicate}",
+        "not_or": f"NOT ({predicate} OR {other})",
+    }[place]
+    return Relation(f"SELECT {select} FROM ({left.sql}) AS q WHERE {where}", left.columns)
+
+
+def scalar_subquery(draw: Draw, left: Relation, right: Relation) -> Relation:
+    """An aggregate over ``right`` (as ``p``) as a value on ``left``'s rows: uncorrelated or
+    correlated by equalities, in the select list, ``WHERE``, ``HAVING`` or (uncorrelated) an
+    aggregate's argument."""
+    exact = left.exact()
+    if not exact:
+        return left
+    place = draw(st.sampled_from(["select", "select", "where", "having", "argument"]))
+    key = draw(st.sampled_from(exact))
+    correlated = Relation(left.sql, (key,)) if place == "having" else left
+    pairs = _comparable(correlated, right) if place != "argument" else []
+    correlation = draw(st.lists(st.sampled_from(pairs), max_size=2, unique=True)) if pairs else []
+    where = [f"p.{y.name} = q.{x.name}" for x, y in correlation]
+    if right.exact() and draw(st.integers(0, 2)) == 0:
+        column = draw(st.sampled_from(right.exact()))
+        where.append(_predicate(draw, f"p.{column.name}", column.kind))
+    call, kind, inexact = _aggregate_call(draw, right, "p")
+    if kind == INT and not inexact:
+        call = draw(st.sampled_from([call, f"{call} + 1", f"2 * {call}"]))
+    elif kind == FLOAT and not inexact:
+        call = draw(st.sampled_from([call, f"0.5 * {call}"]))
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    value = f"(SELECT {call} FROM ({right.sql}) AS p{condition})"
+    if kind == INT and draw(st.booleans()):
+        value = f"coalesce({value}, 0)"
+    numeric = kind in (INT, FLOAT) and not inexact
+    if place == "having":
+        group = f"FROM ({left.sql}) AS q GROUP BY q.{key.name}"
+        if numeric and draw(st.booleans()):
+            operator = draw(st.sampled_from(["<", ">=", "<>"]))
+            return Relation(
+                f"SELECT q.{key.name} AS c0, count(*) AS c1 {group} HAVING count(*) {operator} "
+                f"{value}",
+                _names([(key.kind, False), (INT, False)]),
+            )
+        return Relation(
+            f"SELECT q.{key.name} AS c0, count(*) AS c1, {value} AS c2 {group}",
+            _names([(key.kind, False), (INT, False), (kind, inexact)]),
+        )
+    ints = [c for c in exact if c.kind == INT]
+    if place == "argument" and kind == INT and not inexact and ints:
+        column = draw(st.sampled_from(ints))
+        return Relation(
+            f"SELECT q.{key.name} AS c0, sum(q.{column.name} - {value}) AS c1 "
+            f"FROM ({left.sql}) AS q GROUP BY q.{key.name}",
+            _names([(key.kind, False), (INT, False)]),
+        )
+    select = ", ".join(f"q.{c.name} AS c{i}" for i, c in enumerate(left.columns))
+    comparable = [c for c in exact if c.kind == kind or (numeric and c.kind in (INT, FLOAT))]
+    if place == "where" and not inexact and comparable:
+        column = draw(st.sampled_from(comparable))
+        operator = draw(st.sampled_from(["=", "<", ">="]))
+        return Relation(
+            f"SELECT {select} FROM ({left.sql}) AS q WHERE q.{column.name} {operator} {value}",
+            left.columns,
+        )
+    width = len(left.columns)
+    return _narrow(
+        draw,
+        Relation(
+            f"SELECT {select}, {value} AS c{width} FROM ({left.sql}) AS q",
+            (*left.columns, Column(f"c{width}", kind, inexact)),
+        ),
     )
 
 
@@ -501,9 +708,10 @@ UNARY: list[tuple[int, Unary]] = [
 ]
 #: productions over two relations, with weights
 BINARY: list[tuple[int, Binary]] = [
-    (4, join),
-    (4, set_operation),
-    (1, in_subquery),
+    (3, join),
+    (3, set_operation),
+    (2, subquery_predicate),
+    (1, scalar_subquery),
 ]
 
 

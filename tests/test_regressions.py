@@ -33,8 +33,17 @@
 10. A window over a top-N with an OFFSET read the top-N's first n + m rows, not its last n:
    the top-N's new rows and its new state were memoized under one name, so whichever was
    rendered first answered for both (found by the random-SQL generator).
-11. A subquery in WHERE whose own SELECT holds a window function was rejected as "window
-   function in WHERE" (found by the random-SQL generator once it drew subquery predicates).
+11. A subquery in WHERE or HAVING that reads a derived table with a window function was
+   rejected as a window function in WHERE: the check looked inside the subquery, whose
+   windows are its own (found by the random-SQL generator).
+12. A parenthesized join whose first item is a derived table, ``a LEFT JOIN ((SELECT ...) AS
+   b JOIN c ON ...) ON ...``, was read as that derived table alone: its joins were dropped
+   and the ON condition named a table that was not there (DuckDB's binder error), and in a
+   correlated subquery its tables were taken for the outer query's (found by the random-SQL
+   generator).
+13. An uncorrelated scalar subquery whose value is an expression over aggregates stood in its
+   place unparenthesized: ``w - (SELECT count(v) + 1 FROM r)`` was computed as
+   ``w - count + 1`` (found by the random-SQL generator).
 """
 
 from __future__ import annotations
@@ -292,16 +301,80 @@ def test_a_window_over_a_top_n_with_an_offset(lake):
     model.assert_consistent()
 
 
-def test_a_window_inside_a_where_subquery_belongs_to_the_subquery(lake):
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT r.id FROM r WHERE r.v IN (SELECT p.rn FROM (SELECT k, row_number() "
+        "OVER (PARTITION BY k ORDER BY z) AS rn FROM t) AS p WHERE p.k = r.k)",
+        "SELECT r.id FROM r WHERE NOT EXISTS (SELECT 1 FROM (SELECT k, rank() "
+        "OVER (ORDER BY z) AS rk FROM t) AS p WHERE p.rk = r.v)",
+        "SELECT r.k, count(*) AS n FROM r GROUP BY r.k HAVING count(*) > "
+        "(SELECT max(p.rn) FROM (SELECT row_number() OVER (ORDER BY k, z) AS rn FROM t) AS p)",
+    ],
+)
+def test_a_window_inside_a_subquery_predicate(lake, sql):
+    """The subquery's window is computed inside it, not in the outer WHERE or HAVING."""
+    lake.execute("CREATE TABLE r (id INTEGER, k INTEGER, v INTEGER)")
     lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
-    lake.execute("INSERT INTO t VALUES (1, 1), (1, 2), (2, 3), (NULL, 4)")
-    sql = (
-        "SELECT k, z FROM t WHERE z IN (SELECT z FROM (SELECT z, row_number() OVER "
-        "(PARTITION BY k ORDER BY z) AS rn FROM t) AS q WHERE rn = 1)"
-    )
-    model = Model(lake, "first_per_key", sql)
+    lake.execute("INSERT INTO r VALUES (1, 1, 1), (2, 1, 2), (3, 2, 1), (4, NULL, 3)")
+    lake.execute("INSERT INTO t VALUES (1, 5), (1, 6), (2, 7)")
+    model = Model(lake, "windowed", sql)
     model.refresh()
-    lake.execute("INSERT INTO t VALUES (1, 0), (2, 5)")
-    lake.execute("DELETE FROM t WHERE z = 3")
+    model.assert_consistent()
+    lake.execute("INSERT INTO t VALUES (1, 4), (2, 1)")
+    lake.execute("DELETE FROM r WHERE id = 3")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a.k, b.z, c.w FROM s AS a JOIN ((SELECT k, z FROM t) AS b "
+        "JOIN (SELECT k, w FROM s) AS c ON b.z = c.w) ON a.k = b.k",
+        "SELECT a.k, b.z, c.w FROM s AS a LEFT JOIN ((SELECT k, z FROM t) AS b "
+        "FULL JOIN s AS c ON b.z = c.w) ON a.k = b.k",
+        "SELECT a.k FROM s AS a SEMI JOIN ((SELECT k, z FROM t) AS b "
+        "JOIN (SELECT k, w FROM s) AS c ON b.z = c.w) ON a.k = b.k",
+        "SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM s AS a RIGHT JOIN ((SELECT k, z FROM t) "
+        "AS b JOIN s AS c ON b.z = c.w) ON a.k = b.k WHERE a.w = t.z)",
+    ],
+)
+def test_a_parenthesized_join_that_starts_with_a_derived_table(lake, sql):
+    """The parentheses hold the derived table and what it is joined with."""
+    lake.execute("CREATE TABLE s (k INTEGER, w INTEGER)")
+    lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
+    lake.execute("INSERT INTO s VALUES (1, 1), (2, 2), (NULL, 1)")
+    lake.execute("INSERT INTO t VALUES (1, 1), (1, 2), (2, 3), (3, NULL)")
+    model = Model(lake, "nested", sql)
+    model.refresh()
+    model.assert_consistent()
+    lake.execute("INSERT INTO s VALUES (2, 3), (3, 2)")
+    lake.execute("DELETE FROM t WHERE z = 1")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT s.k, s.w - (SELECT count(r.v) + 1 FROM r) AS d FROM s",
+        "SELECT s.k, sum(s.w - (SELECT 2 * max(r.v) - 1 FROM r)) AS d FROM s GROUP BY s.k",
+        "SELECT s.k FROM s WHERE s.w * 2 > -(SELECT min(r.v) - 3 FROM r)",
+    ],
+)
+def test_an_uncorrelated_scalar_subquery_is_one_value_in_an_expression(lake, sql):
+    """Its value keeps the parentheses the subquery had."""
+    lake.execute("CREATE TABLE s (k INTEGER, w INTEGER)")
+    lake.execute("CREATE TABLE r (v INTEGER)")
+    lake.execute("INSERT INTO s VALUES (1, -2), (2, 3), (2, NULL)")
+    model = Model(lake, "scalar", sql)
+    model.refresh()
+    model.assert_consistent()
+    lake.execute("INSERT INTO r VALUES (2), (NULL)")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+    lake.execute("DELETE FROM s WHERE k = 1")
+    lake.execute("INSERT INTO r VALUES (4)")
     assert model.refresh().strategy == "incremental"
     model.assert_consistent()

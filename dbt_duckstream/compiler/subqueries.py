@@ -78,6 +78,18 @@ class Builds(Protocol):
 # -- scopes ------------------------------------------------------------------------------------
 
 
+def parenthesized(item: exp.Expr) -> exp.Expr | None:
+    """The first item of a parenthesized join, ``(b JOIN c ON ...)``, which holds the joins
+    (a table, or a derived table: ``((SELECT ...) AS b JOIN c ON ...)``); None for any other
+    item (``((SELECT ...)) AS b`` is a derived table)."""
+    if not isinstance(item, exp.Subquery) or item.alias:
+        return None
+    inner = item.this
+    if not isinstance(inner, exp.Query) or (isinstance(inner, exp.Subquery) and inner.alias):
+        return inner
+    return None
+
+
 def sources(select: exp.Select) -> set[str]:
     """The aliases a SELECT's FROM clause defines, parenthesized joins included."""
     from_ = select.args.get("from_") or select.args.get("from")
@@ -86,8 +98,9 @@ def sources(select: exp.Select) -> set[str]:
     names: set[str] = set()
     while items:
         item = items.pop()
-        if isinstance(item, exp.Subquery) and not isinstance(item.this, exp.Query):
-            items.append(item.this)
+        first = parenthesized(item)
+        if first is not None:
+            items.append(first)
         else:
             names.add(item.alias_or_name)
         items += [j.this for j in item.args.get("joins") or []]
@@ -421,8 +434,8 @@ class Subqueries:
             raise UnsupportedSQLError(
                 f"column {stray.sql(dialect='duckdb')} outside the aggregates of a scalar subquery"
             )
-        if not keys:
-            return right, outer_keys, over_group
+        if not keys:  # parenthesized: it stands for the subquery in any expression
+            return right, outer_keys, exp.Paren(this=over_group)
         over_empty = _replace_calls(expression, _empty_value)
         value = exp.Case(
             ifs=[exp.If(this=exp.Is(this=count, expression=exp.null()), true=over_empty)],

@@ -42,7 +42,14 @@ from .operators.base import number
 from .operators.outer_join import full_join, left_join, right_join
 from .operators.scan import check_row_identity
 from .operators.semi_join import semi_join
-from .subqueries import Subqueries, has_subquery, new_counter, outside_subqueries, owner
+from .subqueries import (
+    Subqueries,
+    has_subquery,
+    new_counter,
+    outside_subqueries,
+    owner,
+    parenthesized,
+)
 from .validate import check_aggregate, check_recursive_body, check_select, limit_value
 from .windows import (
     inline_named_windows,
@@ -338,10 +345,10 @@ class _Builder:
                 return JoinInput(alias, ctes[item.name])
             table = TableRef(item.catalog, item.db, item.name)
             return JoinInput(alias, self.scan(table, tuple(referenced.get(alias, []))))
-        if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Table):
+        nested = parenthesized(item)
+        if nested is not None:
             # a parenthesized join, ``a LEFT JOIN (b JOIN c ON ...) ON ...``: its columns keep
             # their tables' names
-            nested = item.this
             tree = self.join_tree(nested, nested.args.get("joins") or [], ctes, referenced)
             return JoinInput(None, tree)
         if isinstance(item, exp.Subquery):

@@ -149,16 +149,10 @@ def check_select(select: exp.Select) -> None:
         for part in value if isinstance(value, list) else [value]:
             if part is None:
                 continue
-            if clause in ("where", "group", "having") and _has_window(part):
+            if clause in ("where", "group", "having") and any(
+                isinstance(node, exp.Window)
+                for node in part.walk(prune=lambda node: isinstance(node, exp.Query))
+            ):  # a subquery's windows are its own
                 raise UnsupportedSQLError(
                     f"window function in {clause.upper()}", "window functions belong in QUALIFY"
                 )
-
-
-def _has_window(expression: exp.Expr) -> bool:
-    """A window function of this SELECT block (one inside a subquery belongs to that one)."""
-
-    def nested(node: exp.Expr) -> bool:
-        return isinstance(node, exp.Query) and node is not expression
-
-    return any(isinstance(n, exp.Window) for n in expression.walk(prune=nested))
