@@ -2,8 +2,8 @@
 random history and checked against its recomputation after every run.
 
 One example is one lake and one history (``scenarios``) shared by ``QUERIES`` generated
-models, so CI covers EXAMPLES x QUERIES query x history cases cheaply (1,000 by default).
-More:
+models, so CI covers EXAMPLES x QUERIES query x history cases cheaply (1,000 by default),
+drawn in ``SHARDS`` independent tests that pytest-xdist spreads over its workers. More:
 
     DUCKSTREAM_FUZZ_EXAMPLES=500 uv run pytest tests/test_fuzz.py -p no:cacheprovider   # 10,000
 
@@ -28,14 +28,19 @@ pytestmark = [pytest.mark.slow]
 
 EXAMPLES = int(os.environ.get("DUCKSTREAM_FUZZ_EXAMPLES", "50"))
 QUERIES = int(os.environ.get("DUCKSTREAM_FUZZ_QUERIES", "20"))
+#: one long test would keep one worker busy while the other idles: the examples are split
+SHARDS = 5
 
 
-@settings(max_examples=EXAMPLES)
+@pytest.mark.parametrize("shard", range(SHARDS))
+@settings(max_examples=max(1, -(-EXAMPLES // SHARDS)))
 @given(
     scenario=scenarios(),
     models=st.lists(queries(), min_size=QUERIES, max_size=QUERIES),
 )
-def test_random_models_equal_their_recomputation(scenario: Scenario, models: list[str]) -> None:
+def test_random_models_equal_their_recomputation(
+    shard: int, scenario: Scenario, models: list[str]
+) -> None:
     views = {f"fuzz{i}": sql for i, sql in enumerate(models)}
     for name, sql in views.items():
         note(f"{name}: {sql}")
