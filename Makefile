@@ -37,4 +37,4 @@ lint: setup
 	$(UV) run --frozen ty check dbt_duckstream/
 
 test: lint postgres-server
-	$(UV) run --frozen pytest -n 2 --dist loadgroup -p no:cacheprovider
+	$(UV) run --frozen pytest -n 2 --dist loadgroup -p no:cacheprovider --durations=30
