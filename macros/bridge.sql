@@ -9,7 +9,10 @@
           ~ "add `plugins: [{module: dbt_duckstream.plugin}]` to it") -%}
   {%- endif -%}
   {%- set payload = tojson(request) -%}
-  {%- set result = run_query("select " ~ function ~ "('" ~ adapter.escape_sql_string(payload) ~ "')") -%}
+  {#- qualified: an unqualified name is looked up in the default catalog first, and when that
+      is a DuckLake on SQLite the lookup holds a read lock on the catalog for the whole call,
+      which no run inside it can commit past ("database is locked") -#}
+  {%- set result = run_query("select system.main." ~ function ~ "('" ~ adapter.escape_sql_string(payload) ~ "')") -%}
   {%- set response = fromjson(result.columns[0].values()[0]) -%}
   {%- if response.get('error') -%}
     {%- do exceptions.raise_compiler_error('dbt-duckstream: ' ~ response['error']) -%}
