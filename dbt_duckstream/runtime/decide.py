@@ -215,12 +215,13 @@ class Situation:
                     )
                 expired.add(catalog)
                 continue
-            by_id = {tid: s.key for s in sources if (tid := self.ids[s.key]) is not None}
-            mine = {tid for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
-            refs = {tid: t for t in (*sources, *own) if (tid := self.ids.get(t.key))}
-            window_changes = snapshot_changes(self.con, catalog, old, new, set(by_id) | mine)
+            source_tables = {tid: s for s in sources if (tid := self.ids[s.key]) is not None}
+            by_id = {tid: s.key for tid, s in source_tables.items()}
+            mine = {tid: t for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
+            tables = source_tables | mine  # ids are unique within one catalog
+            window_changes = snapshot_changes(self.con, catalog, old, new, set(tables))
             for change in window_changes:
-                if _flushes_deletions(self.con, change, window_changes, refs):
+                if _flushes_deletions(self.con, change, window_changes, tables):
                     continue
                 if change.table_id in mine:
                     benign = change.kind in COMPACTIONS | ALTERATIONS
