@@ -27,7 +27,10 @@ maintenance run) loses to any short one (a pipeline's commit) that starts commit
 and with a pipeline committing every fraction of a second, it loses on every retry. Writers of
 one SQLite catalog therefore take turns: ``sqlite_write_turn`` holds an exclusive lock on a file
 beside the catalog for the length of a transaction, and every transaction of this package
-(maintenance runs, Spark commits) takes it (``lake.transaction``).
+(maintenance runs, Spark commits) takes it (``lake.transaction``). Readers are another matter:
+dbt's own queries read the lake from other threads, and a commit in SQLite's default journal
+mode cannot pass a reader, so SQLite catalogs are attached in WAL mode
+(``lake.catalog_defaults``).
 
 >>> is_retryable(RuntimeError("Failed to flush changes into DuckLake: database is locked"))
 True

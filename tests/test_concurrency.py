@@ -262,6 +262,51 @@ def test_the_spark_writer_commit_waits_out_a_locked_sqlite_catalog(
         assert con.execute("SELECT count(*), sum(k) FROM lake.main.t").fetchone() == (100, 4950)
 
 
+def test_a_sqlite_catalog_commits_beside_an_open_read(tmp_path: Path) -> None:
+    """dbt's threads read the lake while a run commits. In SQLite's rollback-journal mode the
+    commit waited 5 s for the reader, failed "database is locked", and kept its lock, so every
+    later read of the lake in the process failed too; the catalog is attached in WAL mode."""
+    con = duckdb.connect()
+    attach_lake(con, f"sqlite:{tmp_path / 'lake.sqlite'}", data_path=str(tmp_path / "data"))
+    con.execute("CREATE TABLE lake.t AS SELECT 1 AS k")
+    reader, writer = con.cursor(), con.cursor()
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM lake.t").fetchone() == (1,)
+    started = time.monotonic()
+    writer.execute("BEGIN")
+    writer.execute("INSERT INTO lake.t VALUES (2)")
+    writer.execute("COMMIT")
+    assert time.monotonic() - started < 4  # SQLite's busy timeout is 5 s
+    reader.execute("COMMIT")
+    assert con.cursor().execute("SELECT count(*) FROM lake.t").fetchone() == (2,)
+
+
+def test_the_plugin_attaches_a_sqlite_catalog_in_wal_mode() -> None:
+    from dbt.adapters.duckdb.credentials import Attachment, DuckDBCredentials
+
+    from dbt_duckstream.bridge.plugin import Plugin
+
+    given = {"data_path": "data", "META_JOURNAL_MODE": "DELETE"}
+    creds = DuckDBCredentials(
+        database="lake",
+        schema="main",
+        path=":memory:",
+        attach=[
+            Attachment(
+                path="ducklake:sqlite:lake.sqlite", alias="lake", options={"data_path": "d"}
+            ),
+            Attachment(path="ducklake:sqlite:mine.sqlite", alias="mine", options=given),
+            Attachment(path="ducklake:lake.ducklake", alias="plain"),
+        ],
+    )
+    plugin = Plugin("duckstream", {}, creds)
+    plugin._complete_attachments()
+    assert creds.attach is not None
+    assert "META_JOURNAL_MODE 'WAL'" in creds.attach[0].to_sql()
+    assert creds.attach[1].options == given  # the user's choice stands
+    assert "JOURNAL" not in creds.attach[2].to_sql()
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_dbt_runs_succeed_while_a_writer_commits(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest

@@ -4,6 +4,8 @@ dbt-duckdb calls ``configure_connection`` before it attaches the profile's datab
 DuckLake is loaded from its wheel first and a ``ducklake:`` attachment never downloads anything.
 So are the extensions the attachments need: ``sqlite_scanner`` or ``postgres_scanner`` for a
 ``ducklake:sqlite:`` or ``ducklake:postgres:`` catalog, and ``httpfs`` for a data path in S3.
+A ``ducklake:sqlite:`` attachment without ``meta_journal_mode`` in its options gets ``WAL``
+(``lake.catalog_defaults`` says why).
 
 DuckDB cannot create an S3 secret before ``httpfs`` is loaded, and dbt-duckdb creates the
 profile's ``secrets`` before any plugin runs: give them to the plugin instead,
@@ -19,7 +21,7 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from dbt.adapters.duckdb.secrets import Secret
 from duckdb import DuckDBPyConnection
 
-from ..runtime.lake import CATALOG_EXTENSIONS, load_ducklake, load_extension
+from ..runtime.lake import CATALOG_EXTENSIONS, catalog_defaults, load_ducklake, load_extension
 from .functions import register
 
 #: data paths that DuckDB reads through httpfs
@@ -37,12 +39,25 @@ class Plugin(BasePlugin):
         ]
 
     def configure_connection(self, conn: DuckDBPyConnection) -> None:
+        self._complete_attachments()
         load_ducklake(conn)
         for extension in sorted(self._extensions()):
             load_extension(conn, extension)
         for secret in self.secrets:
             conn.execute(secret.to_sql())
         register(conn)
+
+    def _complete_attachments(self) -> None:
+        """Add the options a catalog needs that the profile leaves out (dbt-duckdb attaches
+        the profile's databases from these same objects right after this plugin runs)."""
+        for attachment in (self.creds.attach if self.creds else None) or []:
+            if not attachment.path.startswith("ducklake:"):
+                continue
+            given = {key.lower() for key in attachment.options or {}}
+            defaults = catalog_defaults(attachment.path.removeprefix("ducklake:"))
+            missing = {key: value for key, value in defaults.items() if key not in given}
+            if missing:
+                attachment.options = {**(attachment.options or {}), **missing}
 
     def _extensions(self) -> set[str]:
         """The extensions that the profile's attachments and secrets need."""

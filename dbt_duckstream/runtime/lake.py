@@ -70,6 +70,26 @@ def disable_unsound_optimizers(con: duckdb.DuckDBPyConnection) -> None:
 #: catalog backends other than a DuckDB file, and the extension each needs
 CATALOG_EXTENSIONS = {"sqlite:": "sqlite_scanner", "postgres:": "postgres_scanner"}
 
+#: the ATTACH option that puts a SQLite catalog in write-ahead-log mode
+SQLITE_JOURNAL_OPTION = "meta_journal_mode"
+
+
+def catalog_defaults(location: str) -> dict[str, str]:
+    """ATTACH options a catalog needs beside dbt and pipelines, unless the user set them.
+
+    A SQLite catalog in its default rollback-journal mode cannot commit while another
+    connection holds a read transaction, and DuckLake holds one for every DuckDB transaction
+    that reads the lake: a commit waits out SQLite's busy timeout, fails, and (DuckLake 0.4)
+    keeps its lock, so every later read of the lake fails "database is locked" until the
+    process ends. In WAL mode readers and the one writer never block each other.
+
+    >>> catalog_defaults("sqlite:/data/lake.sqlite")
+    {'meta_journal_mode': 'WAL'}
+    >>> catalog_defaults("postgres:dbname=lake")
+    {}
+    """
+    return {SQLITE_JOURNAL_OPTION: "WAL"} if location.startswith("sqlite:") else {}
+
 
 def attach_lake(
     con: duckdb.DuckDBPyConnection,
@@ -86,6 +106,9 @@ def attach_lake(
         if location.startswith(prefix):
             load_extension(con, extension)
     options = [f"DATA_PATH {literal(data_path)}"] if data_path else []
+    options += [
+        f"{key.upper()} {literal(value)}" for key, value in catalog_defaults(location).items()
+    ]
     if read_only:
         options.append("READ_ONLY")
     suffix = f" ({', '.join(options)})" if options else ""

