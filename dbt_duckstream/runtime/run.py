@@ -147,13 +147,15 @@ def refresh(
     """
     started = time.perf_counter()
 
+    tables, log = [*plan.sources, plan.target, *plan.state_tables], runlog.log_table(plan.target)
+
     def decided() -> tuple[Situation, Decision]:
         situation = Situation(
             con,
             plan,
             pinned={catalog: current_snapshot(con, catalog) for catalog in plan.catalogs},
-            ids=table_ids(con, [*plan.sources, plan.target, *plan.state_tables]),
-            last=runlog.last(con, plan.target),
+            ids=(ids := table_ids(con, [*tables, log])),
+            last=runlog.last(con, plan.target, logged=ids[log.key] is not None),
             full_refresh=full_refresh,
             rebuild_above=rebuild_above,
         )
@@ -221,7 +223,7 @@ def _check_no_run_since(
     con: duckdb.DuckDBPyConnection, target: TableRef, situation: Situation
 ) -> None:
     """Another run of this model committed since the decision: this one must not apply."""
-    last = runlog.last(con, target)
+    last = runlog.last(con, target, logged=True)
     then = situation.last.run if situation.last is not None else 0
     if (last.run if last is not None else 0) != then:
         raise ConcurrentRunError(
@@ -296,7 +298,9 @@ def _record(
         result.seconds,
         runlog.RegisteredModel(plan.sql, catalog, db, "incremental") if registered else None,
     )
-    runlog.append(con, plan.target, entry)
+    # the run after the one the decision read: none committed since (``_check_no_run_since``,
+    # or the decision was taken in this same transaction)
+    runlog.append(con, plan.target, entry, run=(situation.last.run if situation.last else 0) + 1)
 
 
 def _label(con: duckdb.DuckDBPyConnection, target: TableRef, result: RunResult) -> None:

@@ -124,9 +124,12 @@ def ensure(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
                 raise
 
 
-def last(con: duckdb.DuckDBPyConnection, target: TableRef) -> Entry | None:
-    """The model's latest run, or None when it never ran (or its log is gone)."""
-    if not exists(con, target):
+def last(
+    con: duckdb.DuckDBPyConnection, target: TableRef, *, logged: bool | None = None
+) -> Entry | None:
+    """The model's latest run, or None when it never ran (or its log is gone). ``logged``
+    says whether the log exists, when the caller knows (a run looks its tables up at once)."""
+    if not (exists(con, target) if logged is None else logged):
         return None
     # arg_max, not ORDER BY ... LIMIT 1: half the time on a DuckLake table (7 ms against 14)
     row = _read(
@@ -157,10 +160,14 @@ def cursors(con: duckdb.DuckDBPyConnection, target: TableRef) -> dict[str, Curso
     return {c.source: c for c in entry.cursors} if entry is not None else {}
 
 
-def append(con: duckdb.DuckDBPyConnection, target: TableRef, entry: Entry) -> None:
-    """Record a run (inside its transaction; ``ensure`` the log first)."""
-    previous = last(con, target)
-    run = previous.run + 1 if previous is not None else 1
+def append(
+    con: duckdb.DuckDBPyConnection, target: TableRef, entry: Entry, *, run: int | None = None
+) -> None:
+    """Record a run (inside its transaction; ``ensure`` the log first) as number ``run``,
+    by default the one after the latest."""
+    if run is None:
+        previous = last(con, target)
+        run = previous.run + 1 if previous is not None else 1
     registered = entry.registered
     con.execute(
         f"INSERT INTO {log_table(target).sql()} VALUES "
