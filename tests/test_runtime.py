@@ -232,6 +232,24 @@ def test_flushing_inlined_deletions_is_not_a_change(model, lake):
     model.assert_consistent()
 
 
+def test_the_estimate_counts_rows_inlined_into_the_catalog(lake):
+    """Small inserts and deletions live in DuckLake's catalog, not in files: they count."""
+    lake.execute("CALL lake.set_option('data_inlining_row_limit', 0)")
+    lake.execute("CREATE TABLE f (k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO f SELECT i % 10, i FROM range(1000) AS r(i)")  # one data file
+    lake.execute("CALL lake.set_option('data_inlining_row_limit', 100)")
+    m = Model(lake, "per_key_f", "SELECT k, sum(v) AS total FROM f GROUP BY k")
+    assert m.refresh().strategy == "initial"
+    lake.execute("INSERT INTO f VALUES (1, -1), (2, -2), (3, -3)")  # inlined rows
+    lake.execute("DELETE FROM f WHERE v = -2")  # an inlined row's deletion
+    lake.execute("DELETE FROM f WHERE v IN (10, 20)")  # file rows' deletions, inlined
+    result = m.refresh(rebuild_above=1e9)
+    assert result.strategy == "incremental"
+    # 3 inserted, 1 inlined row deleted, 2 file rows deleted
+    assert "up to 6 rows changed" in result.reason, result.reason
+    m.assert_consistent()
+
+
 def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
     lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000) AS r(i)")

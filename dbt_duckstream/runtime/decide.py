@@ -50,7 +50,7 @@ from ..compiler.operators import (
 )
 from ..compiler.operators.membership import MembershipJoin
 from ..errors import ConfigurationError
-from ..sql import TableRef
+from ..sql import TableRef, quote
 from .lake import (
     SnapshotChange,
     live_rows,
@@ -571,7 +571,68 @@ def _window_files(
         [new, old, new],
     ).fetchone()
     pre_images, deleted = (int(row[0]), int(row[1])) if row else (0, 0)
-    return inserted, pre_images, deleted
+    inlined_inserted, inlined_deleted = _inlined_rows(con, meta, window, tables)
+    file_rows, file_deleted = _inlined_deletions(con, meta, window, tables)
+    return (
+        inserted + inlined_inserted,
+        pre_images + file_rows,
+        deleted + inlined_deleted + file_deleted,
+    )
+
+
+def _inlined_rows(
+    con: duckdb.DuckDBPyConnection, meta: str, window: tuple[int, int], tables: set[int]
+) -> tuple[int, int]:
+    """Rows inserted into, and deleted from, the rows DuckLake inlined into its catalog
+    (small inserts), in the window: every table's versions of them carry their snapshots."""
+    ids = ", ".join(str(i) for i in sorted(tables))
+    names = con.execute(
+        f"SELECT table_name FROM {meta}.ducklake_inlined_data_tables WHERE table_id IN ({ids})"
+    ).fetchall()
+    if not names:
+        return 0, 0
+    old, new = window
+    counts = " UNION ALL ".join(
+        f"SELECT count(*) FILTER (WHERE begin_snapshot > {old} AND begin_snapshot <= {new}), "
+        f"count(*) FILTER (WHERE end_snapshot > {old} AND end_snapshot <= {new}) "
+        f"FROM {meta}.{quote(name)}"
+        for (name,) in names
+    )
+    row = con.execute(f"SELECT coalesce(sum(i), 0), coalesce(sum(d), 0) FROM ({counts}) AS c(i, d)")
+    found = row.fetchone()
+    return (int(found[0]), int(found[1])) if found else (0, 0)
+
+
+def _inlined_deletions(
+    con: duckdb.DuckDBPyConnection, meta: str, window: tuple[int, int], tables: set[int]
+) -> tuple[int, int]:
+    """Rows of the data files whose deletions DuckLake inlined into its catalog in the window
+    (their pre-images are read from them), and those deleted rows.
+
+    DuckLake creates a table's ``ducklake_inlined_delete_<id>`` on its first such deletion
+    and lists it nowhere, so each is looked for on a cursor of its own: a missing table must
+    not abort the caller's transaction. It is never dropped, so the cursor's newer view errs
+    only towards counting a table the caller cannot see yet (an estimate, never a result)."""
+    old, new = window
+    rows = deleted = 0
+    cursor = con.cursor()
+    try:
+        for table in sorted(tables):
+            try:
+                found = cursor.execute(
+                    f"SELECT coalesce(sum(f.record_count), 0), coalesce(sum(d.n), 0) FROM "
+                    f"(SELECT file_id, count(*) AS n FROM {meta}.ducklake_inlined_delete_{table} "
+                    "WHERE begin_snapshot > ? AND begin_snapshot <= ? GROUP BY file_id) AS d "
+                    f"JOIN {meta}.ducklake_data_file AS f ON f.data_file_id = d.file_id",
+                    [old, new],
+                ).fetchone()
+            except duckdb.CatalogException:
+                continue
+            if found:
+                rows, deleted = rows + int(found[0]), deleted + int(found[1])
+    finally:
+        cursor.close()
+    return rows, deleted
 
 
 def _record_counts(
