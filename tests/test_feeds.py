@@ -106,3 +106,31 @@ def test_entries_a_run_holds_outlive_the_budget(lake, models, monkeypatch):
         assert lake.execute(f"SELECT k, v, _ivm_m FROM {mine['t']}").fetchall() == [(1, 4.0, 1)]
     assert len(entries_for(lake, tid)) == 2
     models["sums"].assert_consistent()
+
+
+def test_a_window_that_only_inserted_reads_no_ended_rows(lake, models, monkeypatch):
+    """The minus half of a source's delta reads the old snapshot: skipped when DuckLake's
+    snapshot metadata says the window only inserted into the table."""
+    seen: list[bool] = []
+    read = feeds.source_delta_sql
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["appended"])
+        sql = read(*args, **kwargs)
+        assert ("ducklake_table_deletions" not in sql) == kwargs["appended"]
+        return sql
+
+    monkeypatch.setattr(feeds, "source_delta_sql", recording)
+    sums = models["sums"]
+    for change, appended in [
+        ("INSERT INTO t VALUES (3, 1, 'c', 4.0), (4, 5, NULL, NULL)", True),
+        ("UPDATE t SET v = v * 2 WHERE k = 2", False),
+        ("DELETE FROM t WHERE id = 3", False),
+        ("ALTER TABLE t ADD COLUMN w INTEGER; INSERT INTO t VALUES (5, 1, 'e', 1, 7)", True),
+        ("INSERT INTO t VALUES (6, 6, 'f', 6.0, 0); DELETE FROM t WHERE id = 6", False),
+    ]:
+        lake.execute(change)
+        seen.clear()
+        sums.refresh()
+        assert seen == [appended], change
+        sums.assert_consistent()

@@ -124,18 +124,21 @@ class IVMPlan:
         changed: frozenset[str],
         feeds: dict[str, str] | None = None,
         reorganized: frozenset[str] = frozenset(),
+        appended: frozenset[str] = frozenset(),
     ) -> Maintenance | None:
         """Statements that bring the model from the old to the new snapshot (None: no change).
 
         ``feeds`` names relations already holding some sources' deltas (see ``Scan``);
         ``reorganized`` names the changed sources whose files a rewrite, compaction or flush
-        reorganized in the window (their scans then take the delta per rowid)."""
+        reorganized in the window (their scans then take the delta per rowid); ``appended``
+        names those the window only inserted into (their deltas end no row)."""
         ctx = RenderContext(
             snapshots,
             changed,
             prefix=self.target.name,
             feeds=feeds or {},
             reorganized=reorganized,
+            appended=appended,
         )
         delta = self.root.delta(ctx)
         if delta is None:

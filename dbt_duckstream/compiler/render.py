@@ -57,6 +57,8 @@ class RenderContext:
     temps: list[str] = field(default_factory=list)
     #: sources whose files a rewrite, compaction or flush reorganized in the window
     reorganized: frozenset[str] = frozenset()
+    #: sources that the window only inserted into
+    appended: frozenset[str] = frozenset()
     #: each CTE's query and its keyword (``MATERIALIZED``, ``NOT MATERIALIZED`` or none)
     _ctes: dict[str, tuple[str, str]] = field(default_factory=dict)
     _memo: dict[tuple[int, str], str | None] = field(default_factory=dict)

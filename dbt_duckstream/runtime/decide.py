@@ -119,6 +119,8 @@ class Decision:
     #: the changed sources whose files a rewrite, compaction or flush reorganized in the
     #: window (their scans take the delta per rowid)
     reorganized: frozenset[str] = frozenset()
+    #: the changed sources that the window only inserted into (their deltas end no row)
+    appended: frozenset[str] = frozenset()
 
     @property
     def refills(self) -> bool:
@@ -135,6 +137,8 @@ ALTERATIONS = frozenset({"altered_table", "created_table"})
 ROW_CHANGES = frozenset(
     {"inserted_into_table", "deleted_from_table", "inlined_insert", "inlined_delete"}
 )
+#: kinds that only add rows
+INSERTIONS = frozenset({"inserted_into_table", "inlined_insert"})
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,13 @@ class WindowChanges:
     expired: frozenset[str] = frozenset()
     #: sources whose files a compaction, rewrite or flush reorganized
     reorganized: frozenset[str] = frozenset()
+    #: sources that something else than an insertion changed (deleted, updated, reorganized)
+    ending: frozenset[str] = frozenset()
+
+    @property
+    def appended(self) -> frozenset[str]:
+        """Changed sources whose changes in the window were all insertions."""
+        return self.changed - self.ending - self.reorganized
 
 
 @dataclass
@@ -200,6 +211,7 @@ class Situation:
         foreign: str | None = None
         expired: set[str] = set()
         reorganized: set[str] = set()
+        ending: set[str] = set()
         own = {self.plan.target, *self.plan.state_tables}
         for catalog, (old, new) in self.window.items():
             if old == new:
@@ -240,6 +252,8 @@ class Situation:
                     spans[key] = (first, change.snapshot_id)
                 if change.table_id in by_id and change.kind not in ROW_CHANGES | ALTERATIONS:
                     reorganized.add(by_id[change.table_id])
+                if change.table_id in by_id and change.kind not in INSERTIONS | ALTERATIONS:
+                    ending.add(by_id[change.table_id])
             touched = {tid for tid, key in by_id.items() if key in spans}
             if uses_deletion_vectors(self.con, catalog, touched):
                 return WindowChanges(
@@ -259,6 +273,7 @@ class Situation:
             foreign,
             frozenset(expired),
             frozenset(reorganized & set(spans)),
+            frozenset(ending),
         )
 
     def _verified_span(
@@ -408,6 +423,7 @@ def maintain(s: Situation) -> Decision:
         found,
         spans=s.changes.spans,
         reorganized=s.changes.reorganized,
+        appended=s.changes.appended,
     )
 
 

@@ -53,6 +53,8 @@ class FeedRequest:
     #: a rewrite, compaction or flush of the table falls in the model's window (the delta is
     #: then read per rowid; over a span without one both ways are exact: entries are shared)
     reorganized: bool = False
+    #: the window only inserted into the table (the delta ends no row)
+    appended: bool = False
 
 
 @contextmanager
@@ -104,6 +106,7 @@ def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> str:
         request.window,
         request.hides_snapshot_id,
         reorganized=request.reorganized,
+        appended=request.appended,
     )
     con.execute(f"CREATE TABLE {_relation(name)} AS {sql}")
     with _lock:

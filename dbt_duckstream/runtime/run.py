@@ -215,6 +215,7 @@ def _feed_requests(
                 plan.source_reads[source.key],
                 plan.hides_snapshot_id(source.key),
                 source.key in decision.reorganized,
+                source.key in decision.appended,
             )
     return requests
 
@@ -365,7 +366,9 @@ def _maintain(
     result: RunResult,
     feeds: dict[str, str],
 ) -> None:
-    maintenance = plan.maintenance(decision.windows, decision.changed, feeds, decision.reorganized)
+    maintenance = plan.maintenance(
+        decision.windows, decision.changed, feeds, decision.reorganized, decision.appended
+    )
     if maintenance is None:
         return
     with feed_safe_optimizers(con):  # only feed reads need them off; rebuilds keep them

@@ -30,6 +30,10 @@ window did not change cancels out.
 
 (Those reads cost a scan of both snapshots, so they are made only then.)
 
+A window whose snapshots only inserted into the table (DuckLake's snapshot metadata lists no
+other change to it) ended no row version, and its delta is the first half alone: the common
+append-only batch reads neither the feed nor the old snapshot.
+
 Only rowids are taken from the feed: its values are wrong when one transaction touches a
 file-backed row twice (duckdb/ducklake#1387), while its rowids and every time-travel read are
 right. Netting the two bags per distinct row makes
@@ -105,6 +109,7 @@ class Scan(Operator):
                 ctx.snapshots[self.table.catalog],
                 self.hides_snapshot_id,
                 reorganized=self.table.key in ctx.reorganized,
+                appended=self.table.key in ctx.appended,
             )
         # the run read the source's delta once, with more columns: project and net again
         return (
@@ -120,9 +125,11 @@ def source_delta_sql(
     hides_snapshot_id: bool,
     *,
     reorganized: bool = False,
+    appended: bool = False,
 ) -> str:
     """The netted delta of ``read`` columns of ``table`` over ``window`` (see the module);
-    ``reorganized``: a rewrite, compaction or flush of the table's files falls in the window."""
+    ``reorganized``: a rewrite, compaction or flush of the table's files falls in the window;
+    ``appended``: the window only inserted into the table, so no row version ended in it."""
     old, new = window
     arguments = ", ".join(literal(p) for p in (table.catalog, table.schema, table.name))
 
@@ -145,14 +152,15 @@ def source_delta_sql(
         began, ended = f"snapshot_id > {old}", among(rowids("deletions"))
     select = column_list(read) if read else f"TRUE AS {ROW_MARKER}"
     columns = column_list(read or (ROW_MARKER,))
+    began_rows = f"  SELECT {select}, 1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {new}) "
+    ended_rows = f"  SELECT {select}, -1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {old}) "
+    halves = [f"{began_rows}WHERE {began}"]
+    if not appended or hides_snapshot_id or reorganized:
+        halves.append(f"{ended_rows}WHERE {ended}")
     return (
         f"SELECT {columns}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
-        f"  SELECT {select}, 1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {new}) "
-        f"WHERE {began}\n"
-        f"  UNION ALL\n"
-        f"  SELECT {select}, -1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {old}) "
-        f"WHERE {ended}\n"
-        f") GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
+        + "\n  UNION ALL\n".join(halves)
+        + "\n) GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
     )
 
 
