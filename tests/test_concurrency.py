@@ -60,6 +60,10 @@ LOST_RACES = [
     "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\n"
     "Exceeded the maximum retry count of 10 set by the ducklake_max_retry_count setting.\n"
     '... ERROR:  duplicate key value violates unique constraint "ducklake_snapshot_pkey"',
+    # DuckLake reading a garbage schema id while dbt threads commit (one DuckDB instance)
+    "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\n"
+    "Failed to get path for schema with id 4922528105298997544 - schema not found in metadata "
+    "catalog",
     # PostgreSQL's serialization failures
     "ERROR:  could not serialize access due to concurrent update",
     "ERROR:  deadlock detected",
