@@ -174,7 +174,10 @@ TURN_TIMEOUT = 600.0
 
 @contextmanager
 def sqlite_write_turn(
-    con: duckdb.DuckDBPyConnection, timeout: float = TURN_TIMEOUT
+    con: duckdb.DuckDBPyConnection,
+    timeout: float = TURN_TIMEOUT,
+    *,
+    files: list[str] | None = None,
 ) -> Generator[None]:
     """Wait for this process's turn to write to the SQLite catalogs attached to ``con``.
 
@@ -183,7 +186,8 @@ def sqlite_write_turn(
     and none loses its commit to another. Nothing happens for other catalogs. A writer that
     has waited ``timeout`` seconds goes ahead (and may have to retry its commit).
     """
-    files = sqlite_catalogs(con)
+    if files is None:
+        files = sqlite_catalogs(con)
     with ExitStack() as turns:
         for file in files:
             turns.enter_context(_file_lock(f"{file}.lock", timeout))

@@ -291,3 +291,32 @@ def test_status_lists_each_model_with_its_last_run_and_lag(model, lake):
     assert (row.last_run.rows_inserted, row.last_run.rows_deleted) == (1, 0)
     text = format_status([row])
     assert "lake.main.m" in text and "incremental" in text
+
+
+def test_a_run_that_another_run_of_the_model_overtook_reruns(model, lake, monkeypatch, caplog):
+    """Between a run's decision and its write, another run of the same model commits: the
+    first must not apply its now stale delta a second time; it reruns whole."""
+    import logging
+
+    from dbt_duckstream import refresh
+
+    lake.execute("INSERT INTO t VALUES (1, 1), (3, 30)")
+    overtaken: list[bool] = []
+    original = runtime._feed_requests
+
+    def another_run_commits_first(*args, **kwargs):
+        if not overtaken:
+            overtaken.append(True)
+            other = lake.cursor()
+            other.execute("USE lake")
+            assert refresh(other, model.plan, rebuild_above=None).strategy == "incremental"
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runtime, "_feed_requests", another_run_commits_first)
+    with caplog.at_level(logging.WARNING, logger="dbt_duckstream"):
+        result = model.refresh()
+    assert "another run of lake.main.m committed while this one was deciding" in caplog.text
+    assert result.strategy == "unchanged"  # the rerun finds the model up to date
+    model.assert_consistent()
+    runs = lake.execute("SELECT run FROM _duckstream_runs WHERE model = 'm' ORDER BY run")
+    assert [r for (r,) in runs.fetchall()] == [1, 2]

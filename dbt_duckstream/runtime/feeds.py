@@ -79,15 +79,18 @@ def held(
 def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> str:
     """The name of an entry holding the netted delta of (at least) the requested columns,
     held for the caller (``held`` lets it go)."""
-    _attach(con)
-    lake = _lake_identity(con, request.source.catalog)
+    lake = _lake_identity(request.source.catalog)
     old, new = request.window
+    lookup = (
+        f"SELECT name, columns FROM {_ENTRIES} WHERE lake = {lake} AND table_id = ? "
+        "AND old = ? AND new = ?"
+    )
     with _lock:
-        rows = con.execute(
-            f"SELECT name, columns FROM {_ENTRIES} WHERE lake = ? AND table_id = ? "
-            "AND old = ? AND new = ?",
-            [lake, request.table_id, old, new],
-        ).fetchall()
+        try:
+            rows = con.execute(lookup, [request.table_id, old, new]).fetchall()
+        except (duckdb.CatalogException, duckdb.BinderException):  # the instance's first read
+            _attach(con)
+            rows = []
         for name, columns in rows:
             if set(request.columns) <= set(columns):
                 con.execute(f"UPDATE {_ENTRIES} SET used = now() WHERE name = ?", [name])
@@ -111,8 +114,8 @@ def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> str:
     con.execute(f"CREATE TABLE {_relation(name)} AS {sql}")
     with _lock:
         con.execute(
-            f"INSERT INTO {_ENTRIES} VALUES (?, ?, ?, ?, ?, ?, now())",
-            [lake, request.table_id, old, new, list(columns), name],
+            f"INSERT INTO {_ENTRIES} VALUES ({lake}, ?, ?, ?, ?, ?, now())",
+            [request.table_id, old, new, list(columns), name],
         )
         _holders[name] += 1
         _evict(con)
@@ -124,25 +127,21 @@ def _relation(name: str) -> str:
 
 
 def _attach(con: duckdb.DuckDBPyConnection) -> None:
-    with _lock:
-        row = con.execute(
-            "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [CACHE]
-        ).fetchone()
-        if row and row[0]:
-            return
-        con.execute(f"ATTACH ':memory:' AS {quote(CACHE)}")
-        con.execute(
-            f"CREATE TABLE {_ENTRIES} (lake VARCHAR, table_id BIGINT, old BIGINT, new BIGINT, "
-            "columns VARCHAR[], name VARCHAR, used TIMESTAMP WITH TIME ZONE)"
-        )
+    """Create the cache (under ``_lock``)."""
+    con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(CACHE)}")
+    con.execute(
+        f"CREATE TABLE IF NOT EXISTS {_ENTRIES} (lake VARCHAR, table_id BIGINT, old BIGINT, "
+        "new BIGINT, columns VARCHAR[], name VARCHAR, used TIMESTAMP WITH TIME ZONE)"
+    )
 
 
-def _lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
-    """What tells lakes apart (table ids repeat across lakes): where the lake keeps its data."""
-    row = con.execute(
-        f"SELECT value FROM {quote(catalog)}.options() WHERE option_name = 'data_path'"
-    ).fetchone()
-    return str(row[0]) if row else catalog
+def _lake_identity(catalog: str) -> str:
+    """What tells lakes apart (table ids repeat across lakes), as an expression: where the
+    lake keeps its data (a catalog name is reused when another lake is attached under it)."""
+    return (
+        f"coalesce((SELECT value FROM {quote(catalog)}.options() "
+        f"WHERE option_name = 'data_path'), {literal(catalog)})"
+    )
 
 
 def _lasting_columns(
@@ -161,21 +160,20 @@ def _lasting_columns(
 def _evict(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the least recently used entries that no run holds while the cache is over its
     budget."""
-    sizes = dict(
-        con.execute(
-            "SELECT table_name, estimated_size FROM duckdb_tables() "
-            f"WHERE database_name = {literal(CACHE)} AND table_name <> 'entries'"
-        ).fetchall()
-    )
-    total = sum(sizes.values())
-    for (name,) in con.execute(f"SELECT name FROM {_ENTRIES} ORDER BY used").fetchall():
+    entries = con.execute(
+        f"SELECT e.name, coalesce(t.estimated_size, 0) FROM {_ENTRIES} AS e "
+        f"LEFT JOIN duckdb_tables() AS t ON t.database_name = {literal(CACHE)} "
+        "AND t.table_name = e.name ORDER BY e.used"
+    ).fetchall()
+    total = sum(size for _, size in entries)
+    for name, size in entries:
         if total <= budget_bytes():
             break
         if name in _holders:
             continue
         con.execute(f"DROP TABLE IF EXISTS {_relation(name)}")
         con.execute(f"DELETE FROM {_ENTRIES} WHERE name = ?", [name])
-        total -= sizes.get(name, 0)
+        total -= size
 
 
 def cached_entries(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int, int, list[str]]]:

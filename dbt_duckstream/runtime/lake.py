@@ -116,7 +116,9 @@ def attach_lake(
 
 
 @contextmanager
-def transaction(con: duckdb.DuckDBPyConnection, *, writes: bool = True) -> Generator[None]:
+def transaction(
+    con: duckdb.DuckDBPyConnection, *, writes: bool = True, sqlite: list[str] | None = None
+) -> Generator[None]:
     """One DuckLake snapshot, or none: commit when the block ends, roll back when it fails.
 
     Writing transactions of one process take turns (``_writes``): DuckLake 0.4 does not keep
@@ -125,10 +127,11 @@ def transaction(con: duckdb.DuckDBPyConnection, *, writes: bool = True) -> Gener
     so the change feed placed them in a window already maintained), and dbt runs several
     models at once on one instance. Writers of a SQLite catalog also take turns across
     processes, even to read (see ``retry``). ``writes=False`` is for transactions that only
-    read: they pin a snapshot and run alongside this process's writers.
+    read: they pin a snapshot and run alongside this process's writers. ``sqlite``: the
+    SQLite catalog files attached to ``con``, when the caller has looked them up already.
     """
     with ExitStack() as turns:
-        turns.enter_context(sqlite_write_turn(con))  # first, as every caller takes it first
+        turns.enter_context(sqlite_write_turn(con, files=sqlite))  # first, as every caller does
         if writes:
             turns.enter_context(_writes)
         con.execute("BEGIN TRANSACTION")

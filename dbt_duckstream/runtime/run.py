@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from ..compiler import STATE_PREFIX, IVMPlan, Schema, compile_ivm, parse_table, source_tables
+from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
 from ..retry import retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, literal, quote
@@ -29,6 +30,7 @@ from .lake import (
     feed_safe_optimizers,
     is_ducklake,
     live_rows,
+    metadata_catalog,
     read_columns,
     table_id,
     table_ids,
@@ -166,19 +168,20 @@ def refresh(
         if result.strategy != Strategy.UNCHANGED or decision.advance:
             result.seconds = time.perf_counter() - started
             registered = result.strategy != Strategy.UNCHANGED and not decision.refills
-            _record(con, plan, situation, decision, result, registered=registered)
+            _record(con, plan, situation, decision, result, feeds, registered=registered)
             _label(con, plan.target, result)
         return result
 
     def run() -> RunResult:
         runlog.ensure(con, plan.target)
-        if sqlite_catalogs(con):
+        files = sqlite_catalogs(con)
+        if files:
             # a SQLite catalog's writers take turns for a whole transaction (see ``retry``),
             # and a run split in two loses its commit to the reads between them: one
             # transaction, which reads its feeds itself
-            with transaction(con):
+            with transaction(con, sqlite=files):
                 return carried_out(*decided(), {})
-        with transaction(con, writes=False):
+        with transaction(con, writes=False, sqlite=files):
             situation, decision = decided()
         if decision.strategy is Strategy.UNCHANGED and not decision.advance:
             return RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
@@ -187,7 +190,7 @@ def refresh(
             with feed_safe_optimizers(con):
                 requests = _feed_requests(plan, decision, situation)
                 feeds = holding.enter_context(held(con, requests))
-            with transaction(con):
+            with transaction(con, sqlite=files):
                 _check_no_run_since(con, plan.target, situation)
                 return carried_out(situation, decision, feeds)
 
@@ -223,10 +226,23 @@ def _feed_requests(
 def _check_no_run_since(
     con: duckdb.DuckDBPyConnection, target: TableRef, situation: Situation
 ) -> None:
-    """Another run of this model committed since the decision: this one must not apply."""
-    last = runlog.last(con, target, logged=True)
-    then = situation.last.run if situation.last is not None else 0
-    if (last.run if last is not None else 0) != then:
+    """Another run of this model committed since the decision: this one must not apply.
+
+    Every run commits under its own label (``runlog.commit_message``), so DuckLake's snapshot
+    metadata after the decision's pin tells, without reading the run log."""
+    pinned = situation.pinned.get(target.catalog)
+    if pinned is not None:
+        row = con.execute(
+            f"SELECT count(*) FROM {metadata_catalog(target.catalog)}.ducklake_snapshot_changes "
+            "WHERE snapshot_id > ? AND author = ? AND starts_with(commit_message, ?)",
+            [pinned, runlog.AUTHOR, runlog.commit_prefix(target)],
+        ).fetchone()
+        since = bool(row and row[0])
+    else:
+        last = runlog.last(con, target, logged=True)
+        then = situation.last.run if situation.last is not None else 0
+        since = (last.run if last is not None else 0) != then
+    if since:
         raise ConcurrentRunError(
             f"another run of {target.key} committed while this one was deciding; run it again"
         )
@@ -256,6 +272,7 @@ def _record(
     situation: Situation,
     decision: Decision,
     result: RunResult,
+    feeds: dict[str, str],
     *,
     registered: bool,
 ) -> None:
@@ -264,15 +281,17 @@ def _record(
     built = decision.strategy in (Strategy.INITIAL, Strategy.REBUILD)
 
     def rows(source: TableRef) -> int:
-        """The source's row count at the pin: counted when it may have changed."""
+        """The source's row count at the pin: the recorded one when the source did not
+        change; when it did, the recorded one plus the net rows of its delta, read once this
+        run (the count at the start of the delta's span is the recorded one: ``decide``
+        checks it); counted otherwise."""
         previous = situation.cursors.get(source.key)
-        if (
-            not built
-            and source.key not in decision.changed
-            and previous
-            and previous.rows is not None
-        ):
-            return previous.rows
+        if not built and previous and previous.rows is not None:
+            if source.key not in decision.changed:
+                return previous.rows
+            if source.key in feeds:
+                net = con.execute(f"SELECT sum({MULT}) FROM {feeds[source.key]}").fetchone()
+                return previous.rows + int(net[0] or 0 if net else 0)
         return live_rows(con, source, pinned[source.catalog])[0]
 
     cursors = tuple(

@@ -86,16 +86,19 @@ class Entry:
     finished_at: datetime | None = None
 
 
+def commit_prefix(target: TableRef) -> str:
+    """How the label of every snapshot a run of this model commits begins."""
+    return f"incremental_ivm {target.key}: "
+
+
 def commit_message(target: TableRef, strategy: str, reason: str) -> str:
     """How a run labels its snapshot, so that later runs know their own commits."""
-    return f"incremental_ivm {target.key}: {strategy} ({reason})"
+    return f"{commit_prefix(target)}{strategy} ({reason})"
 
 
 def is_own_commit(change: SnapshotChange, target: TableRef) -> bool:
     """Whether a snapshot was committed by a run of this model."""
-    return change.author == AUTHOR and (change.message or "").startswith(
-        f"incremental_ivm {target.key}: "
-    )
+    return change.author == AUTHOR and (change.message or "").startswith(commit_prefix(target))
 
 
 def log_table(target: TableRef) -> TableRef:
