@@ -350,3 +350,49 @@ def test_dbt_runs_succeed_while_a_writer_commits(
         f"retries, {retried} maintenance retries); model strategies {strategies}; none failed; "
         f"{time.monotonic() - started:.0f}s with the final build and checks"
     )
+
+
+def test_commits_and_reads_of_one_process_take_turns(tmp_path: Path) -> None:
+    """DuckLake 0.4 fails a commit that runs beside a read of another connection of the same
+    instance (a garbage schema id, duckdb/ducklake#1248; here 29 failed commits in 20 s
+    without turns). Runs commit in ``transaction``; dbt's statements go through dbt-duckdb's
+    cursor wrapper, which the plugin makes take turns too."""
+    import threading
+
+    from dbt.adapters.duckdb.environments.local import DuckDBCursorWrapper
+
+    from dbt_duckstream.bridge.plugin import Plugin
+    from dbt_duckstream.runtime.lake import transaction
+
+    Plugin("duckstream", {}, None)  # makes dbt-duckdb's cursors take turns
+    con = duckdb.connect()
+    attach_lake(con, str(tmp_path / "lake.ducklake"), data_path=str(tmp_path / "data"))
+    for i in range(2):
+        con.execute(f"CREATE TABLE lake.t{i} AS SELECT range AS k FROM range(1000)")
+    errors: list[str] = []
+    stop = time.monotonic() + 8
+
+    def commit(i: int) -> None:
+        cursor = con.cursor()
+        while time.monotonic() < stop:
+            try:
+                with transaction(cursor):
+                    cursor.execute(f"CREATE OR REPLACE TABLE lake.t{i} AS FROM range(1000)")
+            except duckdb.Error as error:
+                errors.append(str(error))
+
+    def read(i: int) -> None:
+        dbt_cursor = DuckDBCursorWrapper(con.cursor())
+        while time.monotonic() < stop:
+            try:
+                dbt_cursor.execute(f"/* dbt */ select count(*) from lake.t{i % 2}").fetchall()
+            except Exception as error:  # any failure is the finding
+                errors.append(str(error))
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(2)]
+    threads += [threading.Thread(target=read, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[:3]

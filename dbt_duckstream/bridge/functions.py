@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from ..compiler import IVMPlan
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..retry import retrying
 from ..runtime import runlog
@@ -25,6 +26,7 @@ from ..runtime.decide import rebuild_above
 from ..runtime.lake import describe
 from ..runtime.run import prepare, rebuild_unmaintainable, refresh, using
 from ..runtime.status import format_status, status
+from ..runtime.turns import LAKE
 from ..sql import TableRef, literal
 
 Request = dict[str, Any]
@@ -52,11 +54,12 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
 def _run_model(
     con: duckdb.DuckDBPyConnection, request: Request, target: TableRef, fallback: str
 ) -> dict[str, Any]:
+    def bound() -> IVMPlan:
+        with LAKE.reading():
+            return prepare(con, request["sql"], target, catalog=target.catalog, db=target.schema)
+
     try:
-        plan = retrying(
-            lambda: prepare(con, request["sql"], target, catalog=target.catalog, db=target.schema),
-            f"incremental_ivm {target.key} binding its SQL",
-        )
+        plan = retrying(bound, f"incremental_ivm {target.key} binding its SQL")
     except UnsupportedSQLError as error:
         if fallback != "rebuild":
             raise DuckstreamError(
@@ -114,11 +117,23 @@ def model_status(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, 
     return {"text": format_status(rows) if rows else "no incremental_ivm model has run here"}
 
 
+def _reading(
+    function: Callable[[duckdb.DuckDBPyConnection, Request], dict[str, Any]],
+) -> Callable[[duckdb.DuckDBPyConnection, Request], dict[str, Any]]:
+    """A function that only reads the lake, reading in the process's turns (``turns``)."""
+
+    def read(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
+        with LAKE.reading():
+            return function(con, request)
+
+    return read
+
+
 FUNCTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, Request], dict[str, Any]]] = {
-    "duckstream_run": run_model,
-    "duckstream_explain": explain_model,
-    "duckstream_consistency_sql": consistency_sql,
-    "duckstream_status": model_status,
+    "duckstream_run": run_model,  # takes its turns itself
+    "duckstream_explain": _reading(explain_model),
+    "duckstream_consistency_sql": _reading(consistency_sql),
+    "duckstream_status": _reading(model_status),
 }
 
 

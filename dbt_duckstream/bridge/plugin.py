@@ -7,6 +7,10 @@ So are the extensions the attachments need: ``sqlite_scanner`` or ``postgres_sca
 A ``ducklake:sqlite:`` attachment without ``meta_journal_mode`` in its options gets ``WAL``
 (``lake.catalog_defaults`` says why).
 
+dbt's own statements (tests, introspection, other materializations) run in the process's turns
+on the lake (``runtime.turns``): reads together, anything else alone, so that no dbt thread
+reads while a model commits, which DuckLake 0.4 does not survive.
+
 DuckDB cannot create an S3 secret before ``httpfs`` is loaded, and dbt-duckdb creates the
 profile's ``secrets`` before any plugin runs: give them to the plugin instead,
 ``plugins: [{module: dbt_duckstream.plugin, config: {secrets: [{type: s3, ...}]}}]`` (the same
@@ -15,21 +19,67 @@ fields as dbt-duckdb's ``secrets``), and it creates them once ``httpfs`` is load
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
+from dbt.adapters.duckdb.environments.local import DuckDBCursorWrapper
 from dbt.adapters.duckdb.plugins import BasePlugin
 from dbt.adapters.duckdb.secrets import Secret
 from duckdb import DuckDBPyConnection
 
 from ..runtime.lake import CATALOG_EXTENSIONS, catalog_defaults, load_ducklake, load_extension
+from ..runtime.turns import LAKE
 from .functions import register
 
 #: data paths that DuckDB reads through httpfs
 REMOTE_SCHEMES = ("s3://", "s3a://", "s3n://", "gcs://", "gs://", "r2://", "http://", "https://")
 
 
+#: statements that only read (or only open or end a transaction that reads)
+READING = frozenset(
+    {"SELECT", "WITH", "FROM", "DESCRIBE", "SHOW", "SUMMARIZE", "PRAGMA", "EXPLAIN", "BEGIN"}
+)
+#: what a statement's text opens with before its first keyword: blanks and comments (dbt puts
+#: its query comment first)
+_LEADING = re.compile(r"(\s+|--[^\n]*(\n|$)|/\*.*?\*/)*", re.DOTALL)
+#: calls of this package's bridge functions, which take their turns themselves
+BRIDGE_CALL = "system.main.duckstream_"
+
+
+def first_keyword(sql: str) -> str:
+    r"""The statement's first keyword, past dbt's query comment and any other.
+
+    >>> first_keyword('/* {"app": "dbt"} */ -- a test\n  select 1')
+    'SELECT'
+    """
+    leading = _LEADING.match(sql)
+    rest = sql[leading.end() :] if leading else sql
+    return rest.split(None, 1)[0].upper().rstrip(";") if rest.strip() else ""
+
+
+def take_turns(execute: Callable[..., Any]) -> Callable[..., Any]:
+    """dbt-duckdb's ``execute``, in the process's turns on the lake."""
+
+    def in_turn(self: Any, sql: str, bindings: Any = None) -> Any:
+        if BRIDGE_CALL in sql:
+            return execute(self, sql, bindings)
+        with LAKE.reading() if first_keyword(sql) in READING else LAKE.writing():
+            return execute(self, sql, bindings)
+
+    _in_turns.add(in_turn)
+    return in_turn
+
+
+#: the ``execute`` methods that take turns already (a profile may load the plugin twice)
+_in_turns: set[Callable[..., Any]] = set()
+
+
 class Plugin(BasePlugin):
     def initialize(self, plugin_config: dict[str, Any]) -> None:
+        if DuckDBCursorWrapper.execute not in _in_turns:
+            patched = take_turns(DuckDBCursorWrapper.execute)
+            DuckDBCursorWrapper.execute = patched  # ty: ignore[invalid-assignment]
         secrets = plugin_config.get("secrets") or []
         self.secrets = [
             Secret.create(

@@ -15,6 +15,7 @@ import duckdb
 from ..errors import ConfigurationError
 from ..retry import sqlite_write_turn
 from ..sql import TableRef, literal, quote
+from .turns import LAKE
 
 
 def extension_path(name: str) -> Path:
@@ -121,19 +122,19 @@ def transaction(
 ) -> Generator[None]:
     """One DuckLake snapshot, or none: commit when the block ends, roll back when it fails.
 
-    Writing transactions of one process take turns (``_writes``): DuckLake 0.4 does not keep
-    concurrent writers of one DuckDB instance apart (measured: a transaction committing
+    Writing transactions of one process go alone (``turns.LAKE``): DuckLake 0.4 does not
+    keep concurrent writers of one DuckDB instance apart (measured: a transaction committing
     beside others stamped its deletions of inlined rows with an earlier snapshot than its own,
-    so the change feed placed them in a window already maintained), and dbt runs several
-    models at once on one instance. Writers of a SQLite catalog also take turns across
-    processes, even to read (see ``retry``). ``writes=False`` is for transactions that only
-    read: they pin a snapshot and run alongside this process's writers. ``sqlite``: the
-    SQLite catalog files attached to ``con``, when the caller has looked them up already.
+    so the change feed placed them in a window already maintained), nor a commit apart from
+    other statements (see ``turns``), and dbt runs several models at once on one instance.
+    Writers of a SQLite catalog also take turns across processes, even to read (see
+    ``retry``). ``writes=False`` is for transactions that only read: they pin a snapshot and
+    read alongside each other. ``sqlite``: the SQLite catalog files attached to ``con``, when
+    the caller has looked them up already.
     """
     with ExitStack() as turns:
         turns.enter_context(sqlite_write_turn(con, files=sqlite))  # first, as every caller does
-        if writes:
-            turns.enter_context(_writes)
+        turns.enter_context(LAKE.writing() if writes else LAKE.reading())
         con.execute("BEGIN TRANSACTION")
         try:
             yield
@@ -141,10 +142,6 @@ def transaction(
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
-
-
-#: the turn of this process's writing transactions (reentrant: a turn may nest a turn)
-_writes = threading.RLock()
 
 
 def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:

@@ -37,6 +37,7 @@ from .lake import (
     table_names,
     transaction,
 )
+from .turns import LAKE
 
 
 @dataclass
@@ -187,7 +188,7 @@ def refresh(
             return RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
         # feeds are read outside the run's transaction (see ``feeds``)
         with ExitStack() as holding:
-            with feed_safe_optimizers(con):
+            with feed_safe_optimizers(con), LAKE.reading():
                 requests = _feed_requests(plan, decision, situation)
                 feeds = holding.enter_context(held(con, requests))
             with transaction(con, sqlite=files):

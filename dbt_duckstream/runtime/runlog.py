@@ -24,6 +24,7 @@ import duckdb
 from ..errors import ConfigurationError
 from ..sql import TableRef
 from .lake import SnapshotChange, table_id
+from .turns import LAKE
 
 RUN_LOG = "_duckstream_runs"
 #: the author of every snapshot a run commits
@@ -119,7 +120,7 @@ def ensure(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
     several threads would otherwise all create it, and all but one commit would fail)."""
     if exists(con, target):
         return
-    with _creating:
+    with _creating, LAKE.writing():
         try:
             con.execute(f"CREATE TABLE IF NOT EXISTS {log_table(target).sql()} ({_COLUMNS})")
         except duckdb.TransactionException:
