@@ -17,7 +17,7 @@ from .scenarios import Scenario, create_tables_sql, scenarios
 
 #: examples per family of the slow suites (set operations, windows, the rest of SELECT): fewer
 #: in CI than the 200 of the families here; DUCKSTREAM_EXAMPLES sets both
-SLOW_EXAMPLES = int(os.environ.get("DUCKSTREAM_EXAMPLES", "100"))
+SLOW_EXAMPLES = int(os.environ.get("DUCKSTREAM_EXAMPLES", "60"))
 
 FAMILIES: dict[str, dict[str, str]] = {
     "project_filter": {
