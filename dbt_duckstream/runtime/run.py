@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 import duckdb
 
 from ..compiler import STATE_PREFIX, IVMPlan, Schema, compile_ivm, parse_table, source_tables
+from ..compiler.operators.scan import AMBIGUOUS_ROWIDS
 from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
-from ..retry import retrying, sqlite_catalogs
+from ..retry import LOGGER, retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, literal, quote
 from . import runlog
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide
@@ -176,6 +177,22 @@ def refresh(
     def run() -> RunResult:
         runlog.ensure(con, plan.target)
         files = sqlite_catalogs(con)
+        try:
+            return decided_and_carried_out(files)
+        except duckdb.Error as error:
+            if AMBIGUOUS_ROWIDS not in str(error):
+                raise
+            reason = (
+                f"{str(error).split(AMBIGUOUS_ROWIDS)[-1].strip()} has two live rows under one "
+                "row id (DuckLake committed rows inserted and updated in one transaction under "
+                "transaction-local ids), so its change feed cannot say which row changed"
+            )
+            LOGGER.warning("incremental_ivm %s rebuilds: %s", plan.target.key, reason)
+            with transaction(con, sqlite=files):
+                situation, _ = decided()
+                return carried_out(situation, situation.rebuild(reason), {})
+
+    def decided_and_carried_out(files: list[str]) -> RunResult:
         if files:
             # a SQLite catalog's writers take turns for a whole transaction (see ``retry``),
             # and a run split in two loses its commit to the reads between them: one

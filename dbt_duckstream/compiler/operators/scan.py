@@ -42,6 +42,11 @@ identical rewrites (compaction, ``rewrite_data_files``) cancel.
 The feed's rowids are materialized and read unfiltered: filters pushed into DuckLake's feed
 functions have produced wrong rows (duckdb/ducklake#1201, #1369).
 
+Each half read by rowid checks that no rowid names two rows, and fails the run otherwise
+(``AMBIGUOUS_ROWIDS``): DuckLake 0.4 commits rows inserted and then updated in one transaction
+under transaction-local row ids (from 10^18), which later transactions hand out again, so a
+deletion reported for one of them would retract the other row too. The run then rebuilds.
+
 A source with a column named ``snapshot_id`` hides the virtual column; the rowids that may
 have changed are then the ones the feed reports inserted or deleted, in every window.
 
@@ -66,6 +71,8 @@ from .base import Operator
 
 #: stands in for the columns of a scan whose rows are counted but none of whose columns are read
 ROW_MARKER = "_ivm_row"
+#: how a delta says that DuckLake gave two live rows of a table one row id
+AMBIGUOUS_ROWIDS = "two live rows share a DuckLake row id in"
 
 
 @dataclass(eq=False)
@@ -152,13 +159,27 @@ def source_delta_sql(
         began, ended = f"snapshot_id > {old}", among(rowids("deletions"))
     select = column_list(read) if read else f"TRUE AS {ROW_MARKER}"
     columns = column_list(read or (ROW_MARKER,))
-    began_rows = f"  SELECT {select}, 1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {new}) "
-    ended_rows = f"  SELECT {select}, -1 AS _ivm_sign FROM {table.sql()} AT (VERSION => {old}) "
-    halves = [f"{began_rows}WHERE {began}"]
+    ctes: list[str] = []
+
+    def half(version: int, where: str, sign: int) -> str:
+        """The rows of one snapshot; taken by rowid, each rowid must name one row."""
+        rows = f"{table.sql()} AT (VERSION => {version}) WHERE {where}"
+        if not where.startswith("rowid IN"):
+            return f"  SELECT {select}, {sign} AS _ivm_sign FROM {rows}"
+        name = f"_ivm_by_rowid_{len(ctes)}"
+        ctes.append(f"{name} AS MATERIALIZED (SELECT rowid AS _ivm_rowid, {select} FROM {rows})")
+        return (
+            f"  SELECT {columns}, {sign} AS _ivm_sign FROM {name} WHERE CASE WHEN (SELECT "
+            f"count(*) = count(DISTINCT _ivm_rowid) FROM {name}) THEN TRUE "
+            f"ELSE error({literal(f'{AMBIGUOUS_ROWIDS} {table.key}')}) END"
+        )
+
+    halves = [half(new, began, 1)]
     if not appended or hides_snapshot_id or reorganized:
-        halves.append(f"{ended_rows}WHERE {ended}")
+        halves.append(half(old, ended, -1))
+    with_clause = f"WITH {', '.join(ctes)}\n" if ctes else ""
     return (
-        f"SELECT {columns}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
+        f"{with_clause}SELECT {columns}, SUM(_ivm_sign)::BIGINT AS {MULT} FROM (\n"
         + "\n  UNION ALL\n".join(halves)
         + "\n) GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
     )
