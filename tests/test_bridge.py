@@ -46,7 +46,7 @@ def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> No
     assert (first["strategy"], first["rows_inserted"]) == ("initial", 3)
     lake.execute("UPDATE t SET v = v + 100 WHERE v = 4")
     second = call(lake, "duckstream_run", model("m", sql=sql))
-    assert second["strategy"] == "incremental"
+    assert second["strategy"] == "incremental", second
     assert (second["rows_inserted"], second["rows_deleted"]) == (1, 1)
     check = call(lake, "duckstream_consistency_sql", model("m"))["sql"]
     assert lake.execute(check).fetchall() == []

@@ -477,6 +477,8 @@ def estimate(
     holds the table ids of the sources and of the model."""
     rows: dict[str, int] = {}
     feed_rows = inserted_rows = deleted_rows = 0
+    #: deleted rows whose old values DuckLake keeps in its catalog (inlined): cheap to look up
+    cheap_deleted = 0
     tables = [*plan.sources, plan.target]
     for catalog, window in windows.items():
         known = {
@@ -487,15 +489,18 @@ def estimate(
         counts = _record_counts(con, catalog, set(known.values()))
         rows |= {key: counts.get(tid, 0) for key, tid in known.items()}
         touched = {tid for key, tid in known.items() if key in changed}
-        inserted, pre_images, deleted = _window_files(con, catalog, window, touched)
+        inserted, pre_images, deleted, inlined_deleted = _window_files(
+            con, catalog, window, touched
+        )
         feed_rows += inserted + pre_images
         inserted_rows += inserted
         deleted_rows += deleted
+        cheap_deleted += inlined_deleted
     model_rows = rows.pop(plan.target.key, 0)
     return Estimate(
-        inserted_rows + deleted_rows,
+        inserted_rows + deleted_rows + cheap_deleted,
         feed_rows
-        + INSERT_WEIGHT * inserted_rows
+        + INSERT_WEIGHT * (inserted_rows + cheap_deleted)
         + DELETE_WEIGHT * deleted_rows
         + full_reads(plan.root, changed, rows),
         sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
@@ -562,11 +567,12 @@ def _rows(node: Operator, rows: dict[str, int]) -> int:
 
 def _window_files(
     con: duckdb.DuckDBPyConnection, catalog: str, window: tuple[int, int], tables: set[int]
-) -> tuple[int, int, int]:
-    """Rows inserted in the window's new data files; rows of the data files whose deletes
-    changed in the window (their pre-images are read from them); deleted rows (at most)."""
+) -> tuple[int, int, int, int]:
+    """Rows inserted in the window (in new data files or inlined); rows of the data files
+    whose deletes changed in the window (their pre-images are read from them); deleted rows
+    of data files (at most); deleted inlined rows."""
     if not tables:
-        return 0, 0, 0
+        return 0, 0, 0, 0
     meta = metadata_catalog(catalog)
     old, new = window
     ids = ", ".join(str(i) for i in sorted(tables))
@@ -592,7 +598,8 @@ def _window_files(
     return (
         inserted + inlined_inserted,
         pre_images + file_rows,
-        deleted + inlined_deleted + file_deleted,
+        deleted + file_deleted,
+        inlined_deleted,
     )
 
 
