@@ -309,7 +309,7 @@ def _record(
                 return previous.rows
             if source.key in feeds:
                 net = con.execute(f"SELECT sum({MULT}) FROM {feeds[source.key]}").fetchone()
-                return previous.rows + int(net[0] or 0 if net else 0)
+                return previous.rows + int((net[0] if net else 0) or 0)
         return live_rows(con, source, pinned[source.catalog])[0]
 
     cursors = tuple(
