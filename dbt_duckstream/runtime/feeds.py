@@ -11,6 +11,10 @@ the least recently used are dropped first.
 DuckDB lets one transaction write to one attached database only, so entries are written before
 a run's own transaction begins; a run holds its entries (``held``) until it is done, and
 eviction passes them by.
+
+A window that ended row versions (deleted or updated rows) reads them from the data files that
+hold them, only the asked columns at the deleted positions (``preimages``); a layout that
+reader does not handle falls back to DuckLake's feed and time travel, and the entry keeps why.
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ import duckdb
 
 from ..compiler.operators.scan import source_delta_sql
 from ..sql import TableRef, literal, quote
+from . import preimages
 from .lake import metadata_catalog
 
 CACHE = "_duckstream_feeds"
+#: an entry's estimated bytes per row and column (values, validity and the table's overhead)
+ROW_BYTES_PER_COLUMN = 16
+TABLE_BYTES = 4096
 _ENTRIES = f"{quote(CACHE)}.main.entries"
 #: one reader of the cache's registry at a time per process
 _lock = threading.Lock()
@@ -57,17 +65,32 @@ class FeedRequest:
     appended: bool = False
 
 
+@dataclass(frozen=True)
+class Feed:
+    """An entry holding a request's delta."""
+
+    name: str
+    #: why its ended rows were read by time travel instead of from their files ("" if not)
+    time_travel: str = ""
+
+    @property
+    def relation(self) -> str:
+        return f"{quote(CACHE)}.main.{quote(self.name)}"
+
+
 @contextmanager
 def held(
     con: duckdb.DuckDBPyConnection, requests: Mapping[str, FeedRequest]
-) -> Generator[dict[str, str]]:
-    """The relations holding each request's delta (by the request's key), kept until the
+) -> Generator[dict[str, Feed]]:
+    """The entries holding each request's delta (by the request's key), kept until the
     block ends."""
     names: list[str] = []
     try:
-        for request in requests.values():
-            names.append(shared_feed(con, request))
-        yield {key: _relation(name) for key, name in zip(requests, names, strict=True)}
+        feeds = {}
+        for key, request in requests.items():
+            feeds[key] = shared_feed(con, request)
+            names.append(feeds[key].name)
+        yield feeds
     finally:
         with _lock:
             _holders.subtract(names)
@@ -76,14 +99,14 @@ def held(
                     del _holders[name]
 
 
-def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> str:
-    """The name of an entry holding the netted delta of (at least) the requested columns,
-    held for the caller (``held`` lets it go)."""
+def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> Feed:
+    """An entry holding the netted delta of (at least) the requested columns, held for the
+    caller (``held`` lets it go)."""
     lake = _lake_identity(request.source.catalog)
     old, new = request.window
     lookup = (
-        f"SELECT name, columns FROM {_ENTRIES} WHERE lake = {lake} AND table_id = ? "
-        "AND old = ? AND new = ?"
+        f"SELECT name, columns, time_travel FROM {_ENTRIES} WHERE lake = {lake} "
+        "AND table_id = ? AND old = ? AND new = ?"
     )
     with _lock:
         try:
@@ -91,18 +114,49 @@ def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> str:
         except (duckdb.CatalogException, duckdb.BinderException):  # the instance's first read
             _attach(con)
             rows = []
-        for name, columns in rows:
+        for name, columns, time_travel in rows:
             if set(request.columns) <= set(columns):
                 con.execute(f"UPDATE {_ENTRIES} SET used = now() WHERE name = ?", [name])
                 _holders[name] += 1
-                return name
+                return Feed(name, time_travel)
     # a second model wanting other columns: read every column the table had throughout
     columns = (
         _lasting_columns(con, request.source.catalog, request.table_id, old, new)
         if rows
         else request.columns
     )
-    name = f"feed_{uuid.uuid4().hex[:16]}"
+    feed = Feed(f"feed_{uuid.uuid4().hex[:16]}")
+    # the ended rows' query reads the catalog's inlined rows: it runs where it was planned
+    con.execute("BEGIN TRANSACTION")
+    try:
+        sql, time_travel = _delta_sql(con, request, columns)
+        feed = Feed(feed.name, time_travel)
+        created = con.execute(f"CREATE TABLE {feed.relation} AS {sql}").fetchone()
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    rows = int(created[0]) if created else 0
+    size = TABLE_BYTES + rows * ROW_BYTES_PER_COLUMN * (len(columns) + 1)
+    with _lock:
+        con.execute(
+            f"INSERT INTO {_ENTRIES} VALUES ({lake}, ?, ?, ?, ?, ?, now(), ?, ?)",
+            [request.table_id, old, new, list(columns), feed.name, feed.time_travel, size],
+        )
+        _holders[feed.name] += 1
+        _evict(con)
+    return feed
+
+
+def _delta_sql(
+    con: duckdb.DuckDBPyConnection, request: FeedRequest, columns: tuple[str, ...]
+) -> tuple[str, str]:
+    """The request's delta of ``columns``, and why its ended rows are read by time travel
+    ("" when they are read from their files, or when the window ended none)."""
+    ended, time_travel = None, ""
+    if not (request.appended or request.reorganized or request.hides_snapshot_id):
+        rows = preimages.ended_rows(con, request.source, *request.window, columns)
+        ended, time_travel = rows.sql, "" if rows.sql is not None else rows.reason
     sql = source_delta_sql(
         request.source,
         columns,
@@ -110,20 +164,13 @@ def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> str:
         request.hides_snapshot_id,
         reorganized=request.reorganized,
         appended=request.appended,
+        ended_rows=ended,
     )
-    con.execute(f"CREATE TABLE {_relation(name)} AS {sql}")
-    with _lock:
-        con.execute(
-            f"INSERT INTO {_ENTRIES} VALUES ({lake}, ?, ?, ?, ?, ?, now())",
-            [request.table_id, old, new, list(columns), name],
-        )
-        _holders[name] += 1
-        _evict(con)
-    return name
+    return sql, time_travel
 
 
 def _relation(name: str) -> str:
-    return f"{quote(CACHE)}.main.{quote(name)}"
+    return Feed(name).relation
 
 
 def _attach(con: duckdb.DuckDBPyConnection) -> None:
@@ -131,7 +178,8 @@ def _attach(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(CACHE)}")
     con.execute(
         f"CREATE TABLE IF NOT EXISTS {_ENTRIES} (lake VARCHAR, table_id BIGINT, old BIGINT, "
-        "new BIGINT, columns VARCHAR[], name VARCHAR, used TIMESTAMP WITH TIME ZONE)"
+        "new BIGINT, columns VARCHAR[], name VARCHAR, used TIMESTAMP WITH TIME ZONE, "
+        "time_travel VARCHAR, bytes BIGINT)"
     )
 
 
@@ -159,12 +207,9 @@ def _lasting_columns(
 
 def _evict(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the least recently used entries that no run holds while the cache is over its
-    budget."""
-    entries = con.execute(
-        f"SELECT e.name, coalesce(t.estimated_size, 0) FROM {_ENTRIES} AS e "
-        f"LEFT JOIN duckdb_tables() AS t ON t.database_name = {literal(CACHE)} "
-        "AND t.table_name = e.name ORDER BY e.used"
-    ).fetchall()
+    budget (sizes as estimated when each entry was written: asking DuckDB for its tables'
+    sizes lists every table of every attached lake)."""
+    entries = con.execute(f"SELECT name, bytes FROM {_ENTRIES} ORDER BY used").fetchall()
     total = sum(size for _, size in entries)
     for name, size in entries:
         if total <= budget_bytes():

@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Generator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import duckdb
 
@@ -24,7 +24,7 @@ from ..retry import LOGGER, retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, literal, quote
 from . import runlog
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide
-from .feeds import FeedRequest, held
+from .feeds import Feed, FeedRequest, held
 from .lake import (
     current_snapshot,
     describe,
@@ -207,7 +207,9 @@ def refresh(
         with ExitStack() as holding:
             with feed_safe_optimizers(con), LAKE.reading():
                 requests = _feed_requests(plan, decision, situation)
-                feeds = holding.enter_context(held(con, requests))
+                entries = holding.enter_context(held(con, requests))
+            feeds = {key: entry.relation for key, entry in entries.items()}
+            decision = _noting_time_travel(plan, decision, entries)
             with transaction(con, sqlite=files):
                 _check_no_run_since(con, plan.target, situation)
                 return carried_out(situation, decision, feeds)
@@ -239,6 +241,19 @@ def _feed_requests(
                 source.key in decision.appended,
             )
     return requests
+
+
+def _noting_time_travel(plan: IVMPlan, decision: Decision, entries: dict[str, Feed]) -> Decision:
+    """The decision, its reason saying which sources' ended rows were read by time travel
+    (whole data files) rather than from the positions deleted, and why."""
+    notes = [
+        f"ended rows of {key} read by time travel ({entry.time_travel})"
+        for key, entry in sorted(entries.items())
+        if entry.time_travel
+    ]
+    for note in notes:
+        LOGGER.info("incremental_ivm %s: %s", plan.target.key, note)
+    return replace(decision, reason="; ".join([decision.reason, *notes])) if notes else decision
 
 
 def _check_no_run_since(

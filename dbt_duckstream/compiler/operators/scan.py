@@ -133,10 +133,14 @@ def source_delta_sql(
     *,
     reorganized: bool = False,
     appended: bool = False,
+    ended_rows: str | None = None,
 ) -> str:
     """The netted delta of ``read`` columns of ``table`` over ``window`` (see the module);
     ``reorganized``: a rewrite, compaction or flush of the table's files falls in the window;
-    ``appended``: the window only inserted into the table, so no row version ended in it."""
+    ``appended``: the window only inserted into the table, so no row version ended in it;
+    ``ended_rows``: a query of the row versions that ended in the window (``read`` and ``rowid``,
+    as ``runtime.preimages`` reads them from the files that hold them), in place of the old
+    snapshot's rows under the rowids the feed reports deleted."""
     old, new = window
     arguments = ", ".join(literal(p) for p in (table.catalog, table.schema, table.name))
 
@@ -164,7 +168,9 @@ def source_delta_sql(
     def half(version: int, where: str, sign: int) -> str:
         """The rows of one snapshot; taken by rowid, each rowid must name one row."""
         rows = f"{table.sql()} AT (VERSION => {version}) WHERE {where}"
-        if not where.startswith("rowid IN"):
+        if sign < 0 and ended_rows is not None and not (hides_snapshot_id or reorganized):
+            rows = f"({ended_rows})"
+        elif not where.startswith("rowid IN"):
             return f"  SELECT {select}, {sign} AS _ivm_sign FROM {rows}"
         name = f"_ivm_by_rowid_{len(ctes)}"
         ctes.append(f"{name} AS MATERIALIZED (SELECT rowid AS _ivm_rowid, {select} FROM {rows})")
