@@ -11,8 +11,9 @@ Everything is read from DuckLake's catalog metadata; no data is read. The cost c
 what maintenance reads and writes against what a rebuild does (``estimate``), in rows:
 
     maintain ~ rows of data files added in the window
-             + rows of the data files whose deletes changed in the window
-             + INSERT_WEIGHT * rows inserted + DELETE_WEIGHT * rows deleted
+             + rows of the row groups holding the rows deleted in the window (at most
+               ROW_GROUP_ROWS per deleted row, at most the file: ``preimages`` reads them)
+             + INSERT_WEIGHT * (rows inserted + rows deleted)
              + rows of the inputs a join term, a recomputed aggregate, a window's touched
                partitions, a set operation's counts or a top-N's rescan read in full
              + OUTPUT_WEIGHT * rows an operator recomputes whole and stores again (a window
@@ -66,8 +67,9 @@ from .runlog import Cursor, Entry, is_own_commit
 REBUILD_ABOVE = 1.0
 #: an inserted row through the feed, the deltas and the apply, against a row scanned
 INSERT_WEIGHT = 20
-#: a deleted row, whose pre-image the feed looks up (about 1.5 µs a row in DuckLake 1.5)
-DELETE_WEIGHT = 200
+#: the rows of a Parquet row group DuckLake writes (DuckDB's default): the reader of ended
+#: rows decodes the row groups that hold deleted positions
+ROW_GROUP_ROWS = 122_880
 #: a model row written by a rebuild, against a row scanned
 OUTPUT_WEIGHT = 20
 
@@ -500,8 +502,7 @@ def estimate(
     return Estimate(
         inserted_rows + deleted_rows + cheap_deleted,
         feed_rows
-        + INSERT_WEIGHT * (inserted_rows + cheap_deleted)
-        + DELETE_WEIGHT * deleted_rows
+        + INSERT_WEIGHT * (inserted_rows + deleted_rows + cheap_deleted)
         + full_reads(plan.root, changed, rows),
         sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
     )
@@ -568,9 +569,9 @@ def _rows(node: Operator, rows: dict[str, int]) -> int:
 def _window_files(
     con: duckdb.DuckDBPyConnection, catalog: str, window: tuple[int, int], tables: set[int]
 ) -> tuple[int, int, int, int]:
-    """Rows inserted in the window (in new data files or inlined); rows of the data files
-    whose deletes changed in the window (their pre-images are read from them); deleted rows
-    of data files (at most); deleted inlined rows."""
+    """Rows inserted in the window (in new data files or inlined); rows of the row groups
+    holding rows deleted in the window (their pre-images are read from them, at most); deleted
+    rows of data files (at most); deleted inlined rows."""
     if not tables:
         return 0, 0, 0, 0
     meta = metadata_catalog(catalog)
@@ -584,7 +585,8 @@ def _window_files(
     inserted = int(row[0]) if row else 0
     # DuckLake extends one delete file per data file across snapshots (``partial_max``)
     row = con.execute(
-        "SELECT coalesce(sum(f.record_count), 0), coalesce(sum(d.delete_count), 0) "
+        f"SELECT coalesce(sum(least(f.record_count, d.delete_count * {ROW_GROUP_ROWS})), 0), "
+        "coalesce(sum(d.delete_count), 0) "
         f"FROM {meta}.ducklake_delete_file AS d JOIN {meta}.ducklake_data_file AS f "
         "USING (data_file_id) "
         f"WHERE d.table_id IN ({ids}) AND d.begin_snapshot <= ? "
@@ -643,7 +645,8 @@ def _inlined_deletions(
         for table in sorted(tables):
             try:
                 found = cursor.execute(
-                    f"SELECT coalesce(sum(f.record_count), 0), coalesce(sum(d.n), 0) FROM "
+                    f"SELECT coalesce(sum(least(f.record_count, d.n * {ROW_GROUP_ROWS})), 0), "
+                    "coalesce(sum(d.n), 0) FROM "
                     f"(SELECT file_id, count(*) AS n FROM {meta}.ducklake_inlined_delete_{table} "
                     "WHERE begin_snapshot > ? AND begin_snapshot <= ? GROUP BY file_id) AS d "
                     f"JOIN {meta}.ducklake_data_file AS f ON f.data_file_id = d.file_id",
