@@ -30,6 +30,12 @@ window did not change cancels out.
 
 (Those reads cost a scan of both snapshots, so they are made only then.)
 
+A maintenance run reads the ended rows more cheaply than the old snapshot filtered by the
+feed's rowids, which scans every touched file whole: ``runtime.preimages`` plans a query of
+exactly the positions that ended, from DuckLake's delete files and inlined deletions, and
+passes it in as ``ended_rows`` (see ``source_delta_sql``); the definition above is its
+fallback and its proof (the property tests compare the two).
+
 A window whose snapshots only inserted into the table (DuckLake's snapshot metadata lists no
 other change to it) ended no row version, and its delta is the first half alone: the common
 append-only batch reads neither the feed nor the old snapshot.
