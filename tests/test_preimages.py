@@ -101,6 +101,13 @@ def assert_window(con, old: int, new: int, columns=COLUMNS, table: TableRef = T)
     return False
 
 
+def assert_every_window(con, first: int, last: int, columns=COLUMNS) -> None:
+    """``assert_window`` on every window between two snapshots, each exact by the definition
+    too."""
+    for old, new in itertools.combinations(range(first, last + 1), 2):
+        assert assert_window(con, old, new, columns)
+
+
 def snapshots(con) -> list[int]:
     return [
         r[0] for r in con.execute("SELECT snapshot_id FROM lake.snapshots() ORDER BY 1").fetchall()
@@ -329,8 +336,7 @@ def test_partial_delete_files_attribute_each_position_to_its_snapshot(lake):
         "WHERE partial_max IS NOT NULL"
     ).fetchone()
     assert partial and partial[0] > 0
-    for old, new in itertools.combinations(range(first, last + 1), 2):
-        assert assert_window(lake, old, new)
+    assert_every_window(lake, first, last)
 
 
 def test_rewritten_files_end_every_row_they_held(lake):
@@ -376,8 +382,7 @@ def test_inlined_rows_are_read_from_the_table_of_their_schema_version(lake):
     lake.execute("UPDATE t SET v2 = 'u' WHERE k = 3")
     lake.execute("DELETE FROM t WHERE k IN (3, 4)")
     end = snapshots(lake)[-1]
-    for old, new in itertools.combinations(range(start, end + 1), 2):
-        assert assert_window(lake, old, new, ("k", "v2", "z"))
+    assert_every_window(lake, start, end, ("k", "v2", "z"))
     result = ended_rows(lake, T, start, end, ["v2"])
     assert result.inlined_tables == 2 and result.data_files == 0
 
@@ -410,8 +415,7 @@ def test_added_and_renamed_columns_read_by_field_id(lake):
     lake.execute("DELETE FROM t WHERE k = 1")
     lake.execute("UPDATE t SET z = 9 WHERE k = 3")
     end = snapshots(lake)[-1]
-    for old, new in itertools.combinations(range(start, end + 1), 2):
-        assert assert_window(lake, old, new, ("k", "v2", "z"))
+    assert_every_window(lake, start, end, ("k", "v2", "z"))
 
 
 def test_files_added_from_outside_are_read_through_the_name_mapping(lake, tmp_path):
@@ -426,8 +430,7 @@ def test_files_added_from_outside_are_read_through_the_name_mapping(lake, tmp_pa
     lake.execute("DELETE FROM t WHERE k IN (3, 15)")
     lake.execute("UPDATE t SET v = 'changed' WHERE k = 4")
     end = snapshots(lake)[-1]
-    for old, new in itertools.combinations(range(start, end + 1), 2):
-        assert assert_window(lake, old, new)
+    assert_every_window(lake, start, end)
     sql = ended_rows_sql(lake, T, start, end, COLUMNS)
     assert sql is not None and "outside.parquet" in sql
 
@@ -455,8 +458,7 @@ def test_a_table_of_260k_rows_in_several_row_groups(lake):
         f"SELECT count(DISTINCT row_group_id) FROM parquet_metadata({paths!r})"
     ).fetchone()
     assert groups >= 10
-    for old, new in itertools.combinations(range(start, end + 1), 2):
-        assert assert_window(lake, old, new, ("k", "v"))
+    assert_every_window(lake, start, end, ("k", "v"))
 
 
 # -- what it refuses ------------------------------------------------------------------------------
@@ -518,5 +520,4 @@ def test_partitioned_tables(lake):
     lake.execute("DELETE FROM t WHERE k = 1 AND v LIKE 'p%'")
     lake.execute("UPDATE t SET v = 'u' WHERE k = 2")
     end = snapshots(lake)[-1]
-    for old, new in itertools.combinations(range(start, end + 1), 2):
-        assert assert_window(lake, old, new)
+    assert_every_window(lake, start, end)
