@@ -585,7 +585,7 @@ def _window_files(
     inserted = int(row[0]) if row else 0
     # DuckLake extends one delete file per data file across snapshots (``partial_max``)
     row = con.execute(
-        f"SELECT coalesce(sum(least(f.record_count, d.delete_count * {ROW_GROUP_ROWS})), 0), "
+        f"SELECT coalesce(sum({_row_groups_read('f.record_count', 'd.delete_count')}), 0), "
         "coalesce(sum(d.delete_count), 0) "
         f"FROM {meta}.ducklake_delete_file AS d JOIN {meta}.ducklake_data_file AS f "
         "USING (data_file_id) "
@@ -603,6 +603,12 @@ def _window_files(
         deleted + file_deleted,
         inlined_deleted,
     )
+
+
+def _row_groups_read(file_rows: str, deleted: str) -> str:
+    """SQL of the rows the reader of ended rows decodes in a data file of ``file_rows`` rows
+    with ``deleted`` rows ended: the row groups holding them, at most the file."""
+    return f"least({file_rows}, {deleted} * {ROW_GROUP_ROWS})"
 
 
 def _inlined_rows(
@@ -645,7 +651,7 @@ def _inlined_deletions(
         for table in sorted(tables):
             try:
                 found = cursor.execute(
-                    f"SELECT coalesce(sum(least(f.record_count, d.n * {ROW_GROUP_ROWS})), 0), "
+                    f"SELECT coalesce(sum({_row_groups_read('f.record_count', 'd.n')}), 0), "
                     "coalesce(sum(d.n), 0) FROM "
                     f"(SELECT file_id, count(*) AS n FROM {meta}.ducklake_inlined_delete_{table} "
                     "WHERE begin_snapshot > ? AND begin_snapshot <= ? GROUP BY file_id) AS d "

@@ -75,7 +75,7 @@ class Feed:
 
     @property
     def relation(self) -> str:
-        return f"{quote(CACHE)}.main.{quote(self.name)}"
+        return _relation(self.name)
 
 
 @contextmanager
@@ -125,19 +125,19 @@ def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> Feed:
         if rows
         else request.columns
     )
-    feed = Feed(f"feed_{uuid.uuid4().hex[:16]}")
+    name = f"feed_{uuid.uuid4().hex[:16]}"
     # the ended rows' query reads the catalog's inlined rows: it runs where it was planned
     con.execute("BEGIN TRANSACTION")
     try:
         sql, time_travel = _delta_sql(con, request, columns)
-        feed = Feed(feed.name, time_travel)
-        created = con.execute(f"CREATE TABLE {feed.relation} AS {sql}").fetchone()
+        created = con.execute(f"CREATE TABLE {_relation(name)} AS {sql}").fetchone()
     except BaseException:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
-    rows = int(created[0]) if created else 0
-    size = TABLE_BYTES + rows * ROW_BYTES_PER_COLUMN * (len(columns) + 1)
+    feed = Feed(name, time_travel)
+    written = int(created[0]) if created else 0
+    size = TABLE_BYTES + written * ROW_BYTES_PER_COLUMN * (len(columns) + 1)
     with _lock:
         con.execute(
             f"INSERT INTO {_ENTRIES} VALUES ({lake}, ?, ?, ?, ?, ?, now(), ?, ?)",
@@ -170,7 +170,7 @@ def _delta_sql(
 
 
 def _relation(name: str) -> str:
-    return Feed(name).relation
+    return f"{quote(CACHE)}.main.{quote(name)}"
 
 
 def _attach(con: duckdb.DuckDBPyConnection) -> None:
