@@ -491,6 +491,28 @@ def test_a_recreated_table_is_refused(lake):
     assert result.sql is None and "not the same table" in result.reason
 
 
+def test_no_columns_asked_counts_the_ended_rows(lake):
+    """A model that only counts a source's rows asks for no column: the query still runs,
+    also over windows that ended nothing (regression: an empty window's query was
+    ``SELECT , ...``)."""
+    fill(lake)
+    first = snapshots(lake)[-1]
+    lake.execute("INSERT INTO t VALUES (1, 'a', 1.0)")
+    inserted = snapshots(lake)[-1]
+    lake.execute("DELETE FROM t WHERE k = 1")
+    deleted = snapshots(lake)[-1]
+    for old, new, expected in [
+        (first, first, 0),
+        (first, inserted, 0),
+        (inserted, deleted, 5),  # four rows of k = 1 in the files, one inlined
+        (first, deleted, 4),  # the inlined row began after ``first``
+    ]:
+        result = ended_rows(lake, T, old, new, [])
+        assert result.sql is not None, result.reason
+        rows = lake.execute(f"SELECT count(*), count(DISTINCT rowid) FROM ({result.sql})")
+        assert rows.fetchone() == (expected, expected), (old, new)
+
+
 def test_encrypted_lakes_are_refused(tmp_path):
     con = duckdb.connect()
     load_extension(con, "ducklake")

@@ -229,8 +229,9 @@ class _Reader:
         return EndedRows(sql, "", len(files), len(inlined))
 
     def _empty(self) -> str:
-        nulls = ", ".join(f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in self.columns)
-        return f"SELECT {nulls}, CAST(NULL AS BIGINT) AS {ROWID} WHERE false"
+        values = [f"CAST(NULL AS {c.type}) AS {quote(c.name)}" for c in self.columns]
+        values.append(f"CAST(NULL AS BIGINT) AS {ROWID}")
+        return f"SELECT {', '.join(values)} WHERE false"
 
     def _rows(self, sql: str, params: Sequence[object] | dict[str, object] = ()) -> list[tuple]:
         return self.con.execute(
