@@ -288,6 +288,33 @@ def test_ended_rows_equal_the_definition_on_a_postgres_catalog(postgres, history
         check_history(con, history, inline_limit, row_group=4)
 
 
+def test_inlined_rows_of_a_postgres_catalog_keep_their_values(postgres):
+    """PostgreSQL catalogs keep inlined VARCHAR and JSON values as bytes and dates and
+    timestamps as text: read back, a quote must stay a quote (not ``\\x27``)."""
+    database = create_database(postgres, f"lake_{uuid.uuid4().hex[:12]}")
+    with fresh_lake(f"postgres:{database}") as con:
+        con.execute(
+            "CREATE TABLE typed (k INTEGER, s VARCHAR, j JSON, d DATE, ts TIMESTAMP, "
+            "n DECIMAL(10, 2), b BLOB)"
+        )
+        con.execute(
+            "INSERT INTO typed VALUES (1, 'it''s \\ \"q\" é', '{\"a\": \"b''c\"}', "
+            "DATE '2020-01-02', TIMESTAMP '2020-01-02 03:04:05.123456', 12.34, '\\xAA\\x00'), "
+            "(2, NULL, NULL, NULL, NULL, NULL, NULL)"
+        )
+        first = snapshots(con)[-1]
+        con.execute("UPDATE typed SET k = k + 10")
+        con.execute("DELETE FROM typed WHERE k = 12")
+        columns = ("k", "s", "j", "d", "ts", "n", "b")
+        table = TableRef("lake", "main", "typed")
+        for old, new in itertools.combinations(range(first, snapshots(con)[-1] + 1), 2):
+            assert assert_window(con, old, new, columns, table)
+        ended = ended_rows(con, table, first, first + 1, ["s"]).sql
+        assert con.execute(f"SELECT s FROM ({ended}) WHERE s IS NOT NULL").fetchall() == [
+            ('it\'s \\ "q" é',)
+        ]
+
+
 # -- scenarios that pin one layout each ----------------------------------------------------------
 
 

@@ -641,29 +641,24 @@ def _inlined_deletions(
     (their pre-images are read from them), and those deleted rows.
 
     DuckLake creates a table's ``ducklake_inlined_delete_<id>`` on its first such deletion
-    and lists it nowhere, so each is looked for on a cursor of its own: a missing table must
-    not abort the caller's transaction. It is never dropped, so the cursor's newer view errs
-    only towards counting a table the caller cannot see yet (an estimate, never a result)."""
+    and lists it nowhere, so each is looked for: a missing table fails in the binder, which
+    leaves the caller's transaction usable."""
     old, new = window
     rows = deleted = 0
-    cursor = con.cursor()
-    try:
-        for table in sorted(tables):
-            try:
-                found = cursor.execute(
-                    f"SELECT coalesce(sum({_row_groups_read('f.record_count', 'd.n')}), 0), "
-                    "coalesce(sum(d.n), 0) FROM "
-                    f"(SELECT file_id, count(*) AS n FROM {meta}.ducklake_inlined_delete_{table} "
-                    "WHERE begin_snapshot > ? AND begin_snapshot <= ? GROUP BY file_id) AS d "
-                    f"JOIN {meta}.ducklake_data_file AS f ON f.data_file_id = d.file_id",
-                    [old, new],
-                ).fetchone()
-            except duckdb.CatalogException:
-                continue
-            if found:
-                rows, deleted = rows + int(found[0]), deleted + int(found[1])
-    finally:
-        cursor.close()
+    for table in sorted(tables):
+        try:
+            found = con.execute(
+                f"SELECT coalesce(sum({_row_groups_read('f.record_count', 'd.n')}), 0), "
+                "coalesce(sum(d.n), 0) FROM "
+                f"(SELECT file_id, count(*) AS n FROM {meta}.ducklake_inlined_delete_{table} "
+                "WHERE begin_snapshot > ? AND begin_snapshot <= ? GROUP BY file_id) AS d "
+                f"JOIN {meta}.ducklake_data_file AS f ON f.data_file_id = d.file_id",
+                [old, new],
+            ).fetchone()
+        except duckdb.CatalogException:
+            continue
+        if found:
+            rows, deleted = rows + int(found[0]), deleted + int(found[1])
     return rows, deleted
 
 

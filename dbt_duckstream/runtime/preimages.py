@@ -42,7 +42,6 @@ columns come from hive partitions.
 
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -154,8 +153,11 @@ class _Column:
         value = "NULL" if self.initial_default is None else literal(self.initial_default)
         return f"CAST({value} AS {self.type}) AS {quote(self.name)}"
 
-    def read(self, stored: str, prefix: str = "") -> str:
-        return f"CAST({prefix}{quote(stored)} AS {self.type}) AS {quote(self.name)}"
+    def read(self, stored: str, prefix: str = "", physical: str | None = None) -> str:
+        value = f"{prefix}{quote(stored)}"
+        if physical == "BLOB" and self.type != "BLOB":  # text a catalog keeps as bytes
+            value = f"decode({value})"
+        return f"CAST({value} AS {self.type}) AS {quote(self.name)}"
 
 
 @dataclass
@@ -189,8 +191,9 @@ class _Layout:
 
 class _Reader:
     """Plans one query in four statements: the table's context, whether deletions were ever
-    inlined (on a cursor of its own), the window's files, and the footers of those files; one
-    more when the window ended inlined rows, and one per name mapping of files it reads."""
+    inlined, the window's files, and the footers of those files; one
+    more when the window ended inlined rows and one per inlined-data table it reads (the types
+    it keeps its columns in), and one per name mapping of files it reads."""
 
     def __init__(
         self,
@@ -415,20 +418,15 @@ class _Reader:
     def _inlined_deletions_exist(self) -> bool:
         """Whether deletions of data file rows were ever inlined into the catalog.
 
-        DuckLake creates that table on first use and lists it nowhere; asked on a cursor of its
-        own, a missing table cannot abort the caller's transaction. The table is never dropped,
-        so the cursor's newer view can only err towards a table the caller sees too, unless the
-        very first inlined deletion commits in between: then the query fails (never wrong rows).
+        DuckLake creates that table on first use and lists it nowhere, so it is looked for. A
+        missing table fails in the binder, which leaves the caller's transaction usable (on
+        DuckDB, SQLite and PostgreSQL catalogs alike); the table is never dropped.
         """
-        cursor = self.con.cursor()
         try:
-            cursor.execute(f"SELECT 1 FROM {self._inlined_deletions} LIMIT 0")
+            self.con.execute(f"SELECT 1 FROM {self._inlined_deletions} LIMIT 0")
             return True
         except duckdb.CatalogException:
             return False
-        finally:
-            with contextlib.suppress(duckdb.Error):
-                cursor.close()
 
     # -- round trip 3: footers ---------------------------------------------------------------------
 
@@ -630,9 +628,17 @@ class _Reader:
             found.append((name, [names[version].get(c.column_id) for c in self.columns]))
         return found
 
+    def _stored_types(self, name: str) -> dict[str, str]:
+        """The types an inlined-data table keeps its columns in: a PostgreSQL catalog keeps
+        VARCHAR and JSON values as BYTEA (cast to VARCHAR, a BLOB's bytes come out escaped:
+        ``it\\x27s``), and dates, timestamps and the like as text."""
+        described = self._rows(f"DESCRIBE SELECT * FROM {self.meta}.{quote(name)}")
+        return {str(column): str(kind).upper() for column, kind, *_ in described}
+
     def _inlined_read(self, name: str, names: list[str | None]) -> str:
+        stored_types = self._stored_types(name)
         values = [
-            c.default() if stored is None else c.read(stored)
+            c.default() if stored is None else c.read(stored, physical=stored_types.get(stored))
             for c, stored in zip(self.columns, names, strict=True)
         ]
         values.append(f"CAST(row_id AS BIGINT) AS {ROWID}")
