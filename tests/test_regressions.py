@@ -44,6 +44,11 @@
 13. An uncorrelated scalar subquery whose value is an expression over aggregates stood in its
    place unparenthesized: ``w - (SELECT count(v) + 1 FROM r)`` was computed as
    ``w - count + 1`` (found by the random-SQL generator).
+14. A MAX over a join kept a value that never was in the join: in one window a row inserted
+   on one side matched a row deleted on the other, so the join's delta asserted and retracted
+   the same value in a group that stored no extreme yet; the fold took the assertion, and a
+   retraction was compared with the stored extreme only when there was one (found by the
+   catalog property test).
 """
 
 from __future__ import annotations
@@ -376,5 +381,25 @@ def test_an_uncorrelated_scalar_subquery_is_one_value_in_an_expression(lake, sql
     model.assert_consistent()
     lake.execute("DELETE FROM s WHERE k = 1")
     lake.execute("INSERT INTO r VALUES (4)")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+
+
+@pytest.mark.parametrize("extreme", ["max", "min"])
+def test_an_extreme_that_a_join_asserted_and_retracted_in_one_window(lake, extreme):
+    """A group whose join delta asserts and retracts the same value keeps no trace of it."""
+    lake.execute("CREATE TABLE r (k INTEGER, x DOUBLE)")
+    lake.execute("CREATE TABLE s (k INTEGER, name VARCHAR)")
+    lake.execute("INSERT INTO s VALUES (2, 'a')")
+    model = Model(
+        lake,
+        "extreme",
+        f"SELECT s.name, {extreme}(r.x) AS e, count(*) AS n FROM r JOIN s ON r.k = s.k "
+        "GROUP BY s.name",
+    )
+    model.refresh()
+    lake.execute("INSERT INTO s VALUES (0, 'a')")
+    lake.execute("DELETE FROM s WHERE k = 2")
+    lake.execute("INSERT INTO r VALUES (2, 0.5), (0, NULL)")
     assert model.refresh().strategy == "incremental"
     model.assert_consistent()

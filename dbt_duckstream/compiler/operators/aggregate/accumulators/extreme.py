@@ -1,5 +1,6 @@
 """MIN and MAX: the current extreme, moved by inserted values; a group that loses a row at or
-beyond its extreme is recomputed from the input at the new snapshot, and only such a group.
+beyond its extreme (or any row, when it stores none) is recomputed from the input at the new
+snapshot, and only such a group.
 
 >>> from dbt_duckstream.examples import show_delta
 >>> show_delta(
@@ -43,8 +44,14 @@ class Extreme(Accumulator):
         return [self.named(f"{pick}({self.ref(s, 'v')}, {self.ref(d, 'in')})", "v")]
 
     def rescan(self, s: str, d: str) -> str | None:
+        """A removed value at or beyond the stored extreme; or any removed value where none is
+        stored (a new group, or one of NULLs): a delta that is not netted, like a join's, may
+        retract a value it also inserts, which the fold took in."""
         beyond = "<=" if self.function == "min" else ">="
-        return f"coalesce({self.ref(d, 'out')} {beyond} {self.ref(s, 'v')}, FALSE)"
+        out, stored = self.ref(d, "out"), self.ref(s, "v")
+        return (
+            f"coalesce({out} {beyond} {stored} OR ({out} IS NOT NULL AND {stored} IS NULL), FALSE)"
+        )
 
     def final(self) -> str:
         return self.ref(None, "v")
