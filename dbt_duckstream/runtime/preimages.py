@@ -191,9 +191,9 @@ class _Layout:
 
 class _Reader:
     """Plans one query in four statements: the table's context, whether deletions were ever
-    inlined, the window's files, and the footers of those files; one
-    more when the window ended inlined rows and one per inlined-data table it reads (the types
-    it keeps its columns in), and one per name mapping of files it reads."""
+    inlined, the window's files, and the footers of those files; when the window ended inlined
+    rows, one more for their columns and one per inlined-data table (the types it keeps them
+    in); and one per name mapping of files it reads."""
 
     def __init__(
         self,
@@ -224,7 +224,7 @@ class _Reader:
             ctes = self._event_ctes(files, deletes)
             parts += self._file_reads(files)
         inlined = self._inlined_columns(inlined_rows)
-        parts += [self._inlined_read(name, names) for name, names in inlined]
+        parts += [self._inlined_read(*table) for table in inlined]
         if not parts:
             return EndedRows(self._empty(), "nothing ended in the window")
         body = "\nUNION ALL\n".join(parts)
@@ -595,11 +595,14 @@ class _Reader:
             f"{join} JOIN ({keys}) AS k ON {on}{alive}"
         )
 
-    # -- round trip 4 (only when inlined rows ended): their columns ---------------------------
+    # -- round trips 4 and on (only when inlined rows ended): their columns -------------------
 
-    def _inlined_columns(self, tables: list[tuple[str, int]]) -> list[tuple[str, list[str | None]]]:
+    def _inlined_columns(
+        self, tables: list[tuple[str, int]]
+    ) -> list[tuple[str, list[str | None], dict[str, str]]]:
         """The name of each asked column in each inlined-data table (None: the table predates
-        the column): the table's columns at a snapshot of the table's schema version."""
+        the column), the table's columns at a snapshot of the table's schema version; and the
+        types the table keeps its columns in."""
         if not tables:
             return []
         versions = _ints(v for _, v in tables)
@@ -625,7 +628,8 @@ class _Reader:
         for name, version in tables:
             if version not in names:
                 raise _Unsupported(f"no snapshot left of the schema version of {name}")
-            found.append((name, [names[version].get(c.column_id) for c in self.columns]))
+            stored = [names[version].get(c.column_id) for c in self.columns]
+            found.append((name, stored, self._stored_types(name)))
         return found
 
     def _stored_types(self, name: str) -> dict[str, str]:
@@ -635,8 +639,9 @@ class _Reader:
         described = self._rows(f"DESCRIBE SELECT * FROM {self.meta}.{quote(name)}")
         return {str(column): str(kind).upper() for column, kind, *_ in described}
 
-    def _inlined_read(self, name: str, names: list[str | None]) -> str:
-        stored_types = self._stored_types(name)
+    def _inlined_read(
+        self, name: str, names: list[str | None], stored_types: dict[str, str]
+    ) -> str:
         values = [
             c.default() if stored is None else c.read(stored, physical=stored_types.get(stored))
             for c, stored in zip(self.columns, names, strict=True)
