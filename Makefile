@@ -37,6 +37,10 @@ lint: setup
 	$(UV) run --frozen ty check dbt_duckstream/
 
 # a worker that dies is reported as a failure, not replaced: pytest-xdist 3.8 hangs when it
-# replaces a crashed worker under --dist loadgroup (pytest-dev/pytest-xdist#1323)
+# replaces a crashed worker under --dist loadgroup (pytest-dev/pytest-xdist#1323); its last
+# words and the native backtrace of its core file are printed at the end (tests/crash_report.py)
 test: lint postgres-server
-	$(UV) run --frozen pytest -n 2 --dist loadgroup --max-worker-restart=0 -p no:cacheprovider --durations=30
+	rm -rf .test-output core core.[0-9]*
+	ulimit -c unlimited 2>/dev/null || true; \
+	$(UV) run --frozen pytest -n 2 --dist loadgroup --max-worker-restart=0 -p no:cacheprovider --durations=30 \
+	|| { $(UV) run --frozen python -m tests.crash_report; exit 1; }

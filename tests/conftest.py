@@ -3,6 +3,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from .crash_report import attach_worker_output
 from .harness import fresh_lake
 
 settings.register_profile(
@@ -19,3 +20,9 @@ settings.load_profile("ci")
 def lake():
     with fresh_lake() as con:
         yield con
+
+
+def pytest_configure(config):
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        attach_worker_output(worker["workerid"])

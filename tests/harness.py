@@ -15,6 +15,8 @@ from dbt_duckstream.compiler import IVMPlan
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake, describe
 
+from .crash_report import record_example
+
 #: one DuckDB instance per test process for in-memory lakes: DuckLake loads once, and each
 #: lake is attached to a cursor of it (its own client context) and detached afterwards
 _instance: duckdb.DuckDBPyConnection | None = None
@@ -87,6 +89,7 @@ def assert_consistent(
 def maintain_through(con: duckdb.DuckDBPyConnection, views: dict[str, str], windows) -> None:
     """The oracle over a history: build every view, then after each window of operations
     (each with an ``apply(con)``) maintain every view and check it against a recomputation."""
+    record_example(f"views: {views!r}\nwindows: {windows!r}")
     models = [Model(con, name, sql) for name, sql in views.items()]
     for model in models:
         assert model.refresh().strategy == "initial"
