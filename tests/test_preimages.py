@@ -29,7 +29,7 @@ from dbt_duckstream.runtime.lake import load_extension
 from dbt_duckstream.runtime.preimages import ended_rows, ended_rows_sql
 from dbt_duckstream.sql import TableRef, quote
 
-from .harness import fresh_lake
+from .harness import Model, fresh_lake
 from .postgres import create_database, postgres_server
 
 EXAMPLES = int(os.environ.get("DUCKSTREAM_EXAMPLES", "200"))
@@ -312,6 +312,31 @@ def test_inlined_rows_of_a_postgres_catalog_keep_their_values(postgres):
         assert con.execute(f"SELECT s FROM ({ended}) WHERE s IS NOT NULL").fetchall() == [
             ('it\'s \\ "q" é',)
         ]
+
+
+def test_models_read_by_time_travel_on_a_postgres_catalog_keep_their_text(postgres):
+    """The fallback for a layout the reader refuses (here a LIST column) reads ended rows by
+    time travel; on a PostgreSQL catalog its inlined text must come back as written too."""
+    database = create_database(postgres, f"lake_{uuid.uuid4().hex[:12]}")
+    with fresh_lake(f"postgres:{database}") as con:
+        con.execute("CREATE TABLE t (k INTEGER, s VARCHAR, l INTEGER[])")
+        con.execute("INSERT INTO t VALUES (1, 'it''s', [1]), (2, 'a\\b', [2]), (3, 'é€', NULL)")
+        first = snapshots(con)[-1]
+        refused = ended_rows(con, TableRef("lake", "main", "t"), first - 1, first, ["s", "l"])
+        assert refused.sql is None and "type list" in refused.reason
+        models = [
+            Model(con, "rows_of_t", "SELECT k, s, l FROM t"),
+            Model(con, "per_text", "SELECT s, count(*) AS n FROM t GROUP BY s"),
+        ]
+        for model in models:
+            model.refresh()
+        con.execute("UPDATE t SET k = k + 10 WHERE k = 1")
+        con.execute("DELETE FROM t WHERE k = 2")
+        con.execute("UPDATE t SET s = s || 'x' WHERE k = 3")
+        for model in models:
+            assert "read by time travel" in model.refresh().summary()
+            model.assert_consistent()
+        assert con.execute("SELECT s FROM per_text ORDER BY s").fetchall() == [("it's",), ("é€x",)]
 
 
 # -- scenarios that pin one layout each ----------------------------------------------------------
