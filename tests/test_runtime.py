@@ -271,6 +271,8 @@ def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     assert large.strategy == "rebuild"
     assert "cheaper than maintenance" in large.reason, large.reason
     assert lake_module.table_id(lake, m.plan.target) == table  # refilled, not recreated
+    (state,) = m.plan.state_tables  # the sums per key: dropped, not refilled
+    assert lake_module.table_id(lake, state) is None
     m.assert_consistent()
     rows.refresh(rebuild_above=1.0)  # 14k of 100k rows deleted: either way is close
     rows.assert_consistent()
@@ -279,6 +281,10 @@ def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     rows.assert_consistent()
 
     lake.execute("DELETE FROM big WHERE v % 11 = 0")
+    built = m.refresh(rebuild_above=None)  # maintenance needs the state: built first
+    assert (built.strategy, built.reason) == ("initial", "its state tables are missing")
+    m.assert_consistent()
+    lake.execute("DELETE FROM big WHERE v % 13 = 0")
     assert m.refresh(rebuild_above=None).strategy == "incremental"
     m.assert_consistent()
 

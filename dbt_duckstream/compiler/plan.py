@@ -101,22 +101,29 @@ class IVMPlan:
         ctx = RenderContext(snapshots, mode=Mode.RECOMPUTE)
         return ctx.query(f"SELECT {self._renamed_columns()} FROM {self.root.state(ctx, 'new')}")
 
-    def build_sql(self, snapshots: Snapshots, *, refill: bool = False) -> list[str]:
-        """Statements that (re)create the model, and its state, at the new snapshot.
-
-        ``refill`` empties and refills the existing tables instead of recreating them: the
-        same rows, a much cheaper DuckLake commit, and the tables keep their ids. Only for a
-        plan whose tables were created by this same plan.
-        """
-        if refill:
-            model = [f"DELETE FROM {self.target.sql()}"]
-        else:
-            model = [f"DROP TABLE IF EXISTS {self.target.sql()}", self.create_table_sql(snapshots)]
-        ctx = RenderContext(snapshots, mode=Mode.BUILD, refill=refill, prefix=self.target.name)
+    def build_sql(self, snapshots: Snapshots) -> list[str]:
+        """Statements that (re)create the model, and its state, at the new snapshot."""
+        model = [f"DROP TABLE IF EXISTS {self.target.sql()}", self.create_table_sql(snapshots)]
+        ctx = RenderContext(snapshots, mode=Mode.BUILD, prefix=self.target.name)
         rows = self.root.state(ctx, "new")
         rows_sql = ctx.query(f"SELECT {self._renamed_columns()} FROM {rows}")
         ctx.statement(f"INSERT INTO {self.target.sql()} {rows_sql}")
         return [*model, *ctx.statements]
+
+    def refill_sql(self, snapshots: Snapshots) -> list[str]:
+        """Statements that refill the model's existing table at the new snapshot from its
+        sources alone, and drop its state tables.
+
+        For a rebuild chosen for cost: emptying and refilling keeps the table's id and costs
+        a much cheaper DuckLake commit than recreating it, and leaving the state out makes
+        the rebuild cost about a bare ``CREATE TABLE AS`` (an aggregate's state may hold a
+        row per group of a large input). A later run that maintains builds the state first
+        (its tables are missing)."""
+        return [
+            f"DELETE FROM {self.target.sql()}",
+            f"INSERT INTO {self.target.sql()} {self.recompute_sql(snapshots)}",
+            *(f"DROP TABLE IF EXISTS {table.sql()}" for table in self.state_tables),
+        ]
 
     def maintenance(
         self,

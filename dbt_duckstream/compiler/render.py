@@ -43,8 +43,6 @@ class RenderContext:
     snapshots: dict[str, tuple[int, int]]
     changed: frozenset[str] = frozenset()
     mode: Mode = Mode.MAINTAIN
-    #: build into existing state tables (emptied and refilled) instead of recreating them
-    refill: bool = False
     prefix: str = ""
     #: relations the runtime computed once for several models: a source's netted delta over
     #: this window, with at least the columns any scan of it reads (by source key)

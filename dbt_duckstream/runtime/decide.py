@@ -126,7 +126,8 @@ class Decision:
 
     @property
     def refills(self) -> bool:
-        """A rebuild chosen for cost: the plan's tables exist and are refilled in place."""
+        """A rebuild chosen for cost: the model's table exists and is refilled in place, from
+        its sources alone; its state tables are dropped (``IVMPlan.refill_sql``)."""
         return self.strategy is Strategy.REBUILD and bool(self.changed)
 
 
@@ -341,6 +342,12 @@ Trigger = Callable[[Situation], "Decision | None"]
 def first_run(s: Situation) -> Decision | None:
     if not s.cursors or s.ids[s.plan.target.key] is None:
         return s.rebuild("first run", Strategy.INITIAL)
+    return None
+
+
+def state_missing(s: Situation) -> Decision | None:
+    """Maintenance needs the model's state, which a rebuild chosen for cost drops: tried
+    after ``cheaper_to_rebuild``, so that such rebuilds in a row never build it."""
     if any(s.ids.get(t.key) is None for t in s.plan.state_tables):
         return s.rebuild("its state tables are missing", Strategy.INITIAL)
     return None
@@ -439,6 +446,7 @@ TRIGGERS: tuple[Trigger, ...] = (
     foreign_writes,
     nothing_changed,
     cheaper_to_rebuild,
+    state_missing,
 )
 
 

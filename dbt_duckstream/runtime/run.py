@@ -469,11 +469,12 @@ def _drop_state_tables(
 def _rebuild(
     con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, result: RunResult
 ) -> None:
-    refill = decision.refills
-    if not refill:
+    if decision.refills:
+        result.statements = plan.refill_sql(decision.windows)
+    else:
         _drop_view_in_the_way(con, plan.target)
         _drop_state_tables(con, plan.target, keep=set(plan.state_tables))
-    result.statements = plan.build_sql(decision.windows, refill=refill)
+        result.statements = plan.build_sql(decision.windows)
     for statement in result.statements:
         con.execute(statement)
     row = con.execute(f"SELECT count(*) FROM {plan.target.sql()}").fetchone()

@@ -15,19 +15,14 @@ from .base import Operator
 
 
 def build_state(ctx: RenderContext, node: Operator, rows: str) -> str:
-    """Create (or refill) ``node``'s state table from the SELECT ``rows``, once per build;
-    return the table's name."""
+    """Create ``node``'s state table from the SELECT ``rows``, once per build; return the
+    table's name."""
     assert node.state_table is not None, f"{node.name}: state table not assigned"
     table = node.state_table.sql()
 
     def create() -> str:
-        query = ctx.query(rows)
-        if ctx.refill:
-            ctx.statement(f"DELETE FROM {table}")
-            ctx.statement(f"INSERT INTO {table} {query}")
-        else:
-            ctx.statement(f"DROP TABLE IF EXISTS {table}")
-            ctx.statement(f"CREATE TABLE {table} AS {query}")
+        ctx.statement(f"DROP TABLE IF EXISTS {table}")
+        ctx.statement(f"CREATE TABLE {table} AS {ctx.query(rows)}")
         return table
 
     name = ctx.once(node.node_id, "build", create)

@@ -166,12 +166,8 @@ class Aggregate(Operator):
         def create() -> str:
             query = ctx.query(self._state_query(self.child.state(ctx, "new"), self.accumulators))
             table = self._table()
-            if ctx.refill:
-                ctx.statement(f"DELETE FROM {table}")
-                ctx.statement(f"INSERT INTO {table} {query}")
-            else:
-                ctx.statement(f"DROP TABLE IF EXISTS {table}")
-                ctx.statement(f"CREATE TABLE {table} AS {query}")
+            ctx.statement(f"DROP TABLE IF EXISTS {table}")
+            ctx.statement(f"CREATE TABLE {table} AS {query}")
             return table
 
         ctx.once(self.node_id, "build", create)
