@@ -48,6 +48,21 @@ def fresh_lake(catalog: str | None = None) -> Iterator[duckdb.DuckDBPyConnection
         shutil.rmtree(directory, ignore_errors=True)
 
 
+#: the one rebuild a maintenance run may choose over a random history: DuckLake 0.4 gave two
+#: live rows one row id (rows inserted and updated in one transaction keep transaction-local
+#: ids, which later transactions hand out again), and the change feed cannot tell them apart
+#: (``compiler/operators/scan.py``); the table must still equal its recomputation
+AMBIGUOUS_ROWIDS_REBUILD = "has two live rows under one row id"
+
+
+def maintained(result: RunResult) -> bool:
+    """Whether a run maintained the model (or found nothing to do), or took the rebuild that
+    DuckLake's shared row ids force."""
+    if result.strategy == "rebuild":
+        return AMBIGUOUS_ROWIDS_REBUILD in result.reason
+    return result.strategy in ("incremental", "unchanged")
+
+
 class Model:
     """A model under test: its plan, and the oracle after every run."""
 
@@ -99,5 +114,5 @@ def maintain_through(con: duckdb.DuckDBPyConnection, views: dict[str, str], wind
             operation.apply(con)
         for model in models:
             result = model.refresh()
-            assert result.strategy in ("incremental", "unchanged"), result.summary()
+            assert maintained(result), result.summary()
             model.assert_consistent()
