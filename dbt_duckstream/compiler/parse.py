@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import cast
 
 import sqlglot
@@ -35,7 +36,29 @@ def parse_sql(sql: str) -> exp.Expr:
 
 def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:
     """The base tables a model reads (CTE names excluded), fully qualified."""
-    statement = qualify(
+    found: dict[str, TableRef] = {}
+    for _, ref in _base_tables(_tables_qualified(sql, catalog, db), catalog):
+        found.setdefault(ref.key, ref)
+    return list(found.values())
+
+
+def pinned_sql(sql: str, catalog: str, db: str, versions: dict[str, int]) -> str:
+    """The model's SQL with each source in ``versions`` (by key) read at its snapshot there:
+    the query as written, so that DuckDB plans it as it plans the model."""
+    statement = _tables_qualified(sql, catalog, db)
+    for table, ref in _base_tables(statement, catalog):
+        if ref.key in versions:
+            table.set(
+                "when",
+                exp.HistoricalData(
+                    this="AT", kind="VERSION", expression=exp.Literal.number(versions[ref.key])
+                ),
+            )
+    return statement.sql(dialect="duckdb")
+
+
+def _tables_qualified(sql: str, catalog: str, db: str) -> exp.Expr:
+    return qualify(
         parse_sql(sql),
         catalog=catalog,
         db=db,
@@ -45,12 +68,12 @@ def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:
         quote_identifiers=False,
         expand_stars=False,
     )
-    found: dict[str, TableRef] = {}
+
+
+def _base_tables(statement: exp.Expr, catalog: str) -> Iterator[tuple[exp.Table, TableRef]]:
     for table in statement.find_all(exp.Table):
         if table.db and isinstance(table.this, exp.Identifier):
-            ref = TableRef(table.catalog or catalog, table.db, table.name)
-            found.setdefault(ref.key, ref)
-    return list(found.values())
+            yield table, TableRef(table.catalog or catalog, table.db, table.name)
 
 
 def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:

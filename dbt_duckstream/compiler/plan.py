@@ -17,7 +17,7 @@ from ..sql import TableRef, quote
 from .apply import Maintenance, delete_sql, insert_sql
 from .operators import Aggregate, Filter, Operator, Project, Scan
 from .operators.aggregate import key_name
-from .parse import parse_table, qualify_sql
+from .parse import parse_table, pinned_sql, qualify_sql
 from .render import MULT, Mode, RenderContext
 from .tree import Schema, build_tree
 
@@ -111,17 +111,21 @@ class IVMPlan:
         return [*model, *ctx.statements]
 
     def refill_sql(self, snapshots: Snapshots) -> list[str]:
-        """Statements that refill the model's existing table at the new snapshot from its
-        sources alone, and drop its state tables.
+        """Statements that refill the model's existing table at the new snapshot with the
+        model's own SQL, and drop its state tables.
 
         For a rebuild chosen for cost: emptying and refilling keeps the table's id and costs
-        a much cheaper DuckLake commit than recreating it, and leaving the state out makes
-        the rebuild cost about a bare ``CREATE TABLE AS`` (an aggregate's state may hold a
-        row per group of a large input). A later run that maintains builds the state first
-        (its tables are missing)."""
+        a much cheaper DuckLake commit than recreating it, and the model's SQL (its sources
+        pinned) without the state costs about a bare ``CREATE TABLE AS`` (an aggregate's state
+        may hold a row per group of a large input, and the operator tree's query can plan
+        worse than the SQL it came from). A later run that maintains builds the state first
+        (its tables are missing), so no maintenance ever retracts a row this query wrote
+        unless the model keeps no state (every row then is a function of its inputs)."""
+        versions = {s.key: snapshots[s.catalog][1] for s in self.sources}
+        catalog, db = self.default_schema
         return [
             f"DELETE FROM {self.target.sql()}",
-            f"INSERT INTO {self.target.sql()} {self.recompute_sql(snapshots)}",
+            f"INSERT INTO {self.target.sql()} {pinned_sql(self.sql, catalog, db, versions)}",
             *(f"DROP TABLE IF EXISTS {table.sql()}" for table in self.state_tables),
         ]
 

@@ -41,6 +41,7 @@ from .semi_join import SemiJoin
 class AntiJoin(SemiJoin):
     kind = "anti_join"
     verdict = "IS FALSE"
+    negation = "NOT "
 
 
 def anti_join(left: JoinInput, right: JoinInput, on: exp.Expr | None) -> AntiJoin:

@@ -50,6 +50,10 @@ class SemiJoin(MembershipJoin):
     kind = "semi_join"
     #: which values of the predicate let a row through
     verdict = "IS TRUE"
+    #: the same test as a WHERE condition (WHERE keeps the rows whose condition is TRUE),
+    #: which DuckDB plans as a semi or anti join; ``(p) IS TRUE`` it plans as a mark join and
+    #: a filter, 1.7x slower on TPC-H Q18
+    negation = ""
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -59,7 +63,7 @@ class SemiJoin(MembershipJoin):
         left = self.left.node.state(ctx, side)
         return (
             f"SELECT * FROM {left} AS {input_name(0)} "
-            f"WHERE ({self.value(ctx, side)}) {self.verdict}"
+            f"WHERE {self.negation}({self.value(ctx, side)})"
         )
 
     def render_delta(self, ctx: RenderContext) -> str | None:
@@ -68,7 +72,7 @@ class SemiJoin(MembershipJoin):
         if left_delta is not None:
             terms.append(
                 f"SELECT * FROM {left_delta} AS {input_name(0)} "
-                f"WHERE ({self.value(ctx, 'new')}) {self.verdict}"
+                f"WHERE {self.negation}({self.value(ctx, 'new')})"
             )
         right_delta = self.right.node.delta(ctx)
         if right_delta is not None:
