@@ -25,11 +25,14 @@ demo: setup
 demo-core: setup
 	$(UV) run --frozen python -m dbt_duckstream.demo
 
-# TPC-H SF1: maintenance against a full rebuild per view and change ratio, for mixed batches
-# (RF1, RF2, updates) and append-only ones; reports and plots in docs/benchmark
+# TPC-H at SCALE (1 by default, 10 for SF10): maintenance against a full rebuild per view and
+# change ratio, for mixed batches (RF1, RF2, updates) and append-only ones; reports and plots
+# in docs/benchmark (SF1) or docs/benchmark/sf<SCALE>
+SCALE ?= 1
+BENCH_OUT := docs/benchmark$(if $(filter-out 1,$(SCALE)),/sf$(SCALE))
 bench: setup
-	$(UV) run --frozen python -m benchmarks.tpch --out docs/benchmark $(BENCH_ARGS)
-	$(UV) run --frozen python -m benchmarks.tpch --mix append --out docs/benchmark/append $(BENCH_ARGS)
+	$(UV) run --frozen python -m benchmarks.tpch --scale $(SCALE) --out $(BENCH_OUT) $(BENCH_ARGS)
+	$(UV) run --frozen python -m benchmarks.tpch --scale $(SCALE) --mix append --out $(BENCH_OUT)/append $(BENCH_ARGS)
 
 lint: setup
 	$(UV) run --frozen ruff check .
