@@ -81,6 +81,18 @@ def test_other_lakes_and_tables_are_never_served(lake, models, tmp_path):
         rows = lake.execute(f"SELECT k, v, _ivm_m FROM {served['twin'].relation}").fetchall()
     assert rows == [(9, 9.0, 1)]
 
+    # that lake created again in the same place: same data path, table id and snapshots
+    lake.execute("DETACH other")
+    (tmp_path / "other.ducklake").unlink()
+    attach_lake(lake, str(tmp_path / "other.ducklake"), alias="other", data_path=str(tmp_path))
+    lake.execute("CREATE TABLE other.main.t (id INTEGER, k INTEGER, g VARCHAR, v DOUBLE)")
+    for _ in range(new - current_snapshot(lake, "other")):
+        lake.execute("INSERT INTO other.main.t VALUES (8, 8, 'y', 8.0)")
+    assert (table_id(lake, twin), current_snapshot(lake, "other")) == (tid, new)
+    with held(lake, {"again": FeedRequest(twin, tid, (new - 1, new), ("k", "v"))}) as served:
+        rows = lake.execute(f"SELECT k, v, _ivm_m FROM {served['again'].relation}").fetchall()
+    assert rows == [(8, 8.0, 1)]
+
 
 def test_the_cache_stays_within_its_budget(lake, models, monkeypatch):
     monkeypatch.setattr(feeds, "budget_bytes", lambda: 0)

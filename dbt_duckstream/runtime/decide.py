@@ -54,6 +54,7 @@ from ..errors import ConfigurationError
 from ..sql import TableRef, quote
 from .lake import (
     SnapshotChange,
+    live_row_counts,
     live_rows,
     metadata_catalog,
     read_columns,
@@ -236,7 +237,7 @@ class Situation:
             tables = source_tables | mine  # ids are unique within one catalog
             window_changes = snapshot_changes(self.con, catalog, old, new, set(tables))
             for change in window_changes:
-                if _flushes_deletions(self.con, change, window_changes, tables):
+                if _flushes_deletions(self.con, change, window_changes, tables, set(mine)):
                     continue
                 if change.table_id in mine:
                     benign = change.kind in COMPACTIONS | ALTERATIONS
@@ -284,16 +285,19 @@ class Situation:
     ) -> tuple[int, int] | None:
         """The span of a changed source, checked against DuckLake dating a commit's changes
         too early: a transaction that commits after another one may stamp its deletions of
-        inlined rows with a snapshot before its own (seen with concurrent dbt threads). Then
+        inlined rows with a snapshot before its own (seen with concurrent dbt threads, and
+        with a PostgreSQL catalog beside a writer process: a model's deletions from its source
+        model stamped some 90 snapshots before the commit that listed them). Then
         the source at the cursor no longer has the rows the model read there (None: the
         window cannot be trusted), or at the start of the span not those it had at the cursor
         (the span widens to the window)."""
         recorded = self.cursors[source.key].rows
         if recorded is None:
             return (old, span[1])
-        if live_rows(self.con, source, old)[0] != recorded:
+        counts = live_row_counts(self.con, source, [old, span[0]] if span[0] > old else [old])
+        if counts[0] != recorded:
             return None
-        if span[0] > old and live_rows(self.con, source, span[0])[0] != recorded:
+        if counts[-1] != recorded:
             return (old, span[1])
         return span
 
@@ -318,11 +322,14 @@ def _flushes_deletions(
     change: SnapshotChange,
     window_changes: list[SnapshotChange],
     tables: dict[int, TableRef],
+    own: set[int],
 ) -> bool:
     """Whether a ``deleted_from_table`` entry is ``ducklake_flush_inlined_data`` writing
     inlined deletions to a delete file: DuckLake records that as a deletion, alone or beside
     ``inline_flush``. It is one when the snapshot wrote no row to the table and left its row
-    count as it was (a deletion that removed nothing)."""
+    count as it was (a deletion that removed nothing): two scans of the table, spared for a
+    source that the window changed anyway (another snapshot wrote rows to it), whose delta
+    takes a flush for what it is (its ended rows are those alive at the window's start)."""
     if change.kind != "deleted_from_table" or change.table_id not in tables:
         return False
     same = [
@@ -332,8 +339,14 @@ def _flushes_deletions(
     ]
     if any(c.kind not in COMPACTIONS | {"deleted_from_table"} for c in same):
         return False
-    table, snapshot = tables[change.table_id], change.snapshot_id
-    return live_rows(con, table, snapshot - 1)[0] == live_rows(con, table, snapshot)[0]
+    if change.table_id not in own and any(
+        c.table_id == change.table_id and c.kind in INSERTIONS for c in window_changes
+    ):
+        return False
+    before, after = live_row_counts(
+        con, tables[change.table_id], [change.snapshot_id - 1, change.snapshot_id]
+    )
+    return before == after
 
 
 Trigger = Callable[[Situation], "Decision | None"]

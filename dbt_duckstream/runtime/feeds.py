@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..compiler.operators.scan import source_delta_sql
-from ..sql import TableRef, literal, quote
+from ..sql import TableRef, quote
 from . import preimages
 from .lake import metadata_catalog
 
@@ -102,15 +102,15 @@ def held(
 def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> Feed:
     """An entry holding the netted delta of (at least) the requested columns, held for the
     caller (``held`` lets it go)."""
-    lake = _lake_identity(request.source.catalog)
+    lake = _lake_identity(con, request.source.catalog)
     old, new = request.window
     lookup = (
-        f"SELECT name, columns, time_travel FROM {_ENTRIES} WHERE lake = {lake} "
+        f"SELECT name, columns, time_travel FROM {_ENTRIES} WHERE lake = ? "
         "AND table_id = ? AND old = ? AND new = ?"
     )
     with _lock:
         try:
-            rows = con.execute(lookup, [request.table_id, old, new]).fetchall()
+            rows = con.execute(lookup, [lake, request.table_id, old, new]).fetchall()
         except (duckdb.CatalogException, duckdb.BinderException):  # the instance's first read
             _attach(con)
             rows = []
@@ -140,8 +140,8 @@ def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> Feed:
     size = TABLE_BYTES + written * ROW_BYTES_PER_COLUMN * (len(columns) + 1)
     with _lock:
         con.execute(
-            f"INSERT INTO {_ENTRIES} VALUES ({lake}, ?, ?, ?, ?, ?, now(), ?, ?)",
-            [request.table_id, old, new, list(columns), feed.name, feed.time_travel, size],
+            f"INSERT INTO {_ENTRIES} VALUES (?, ?, ?, ?, ?, ?, now(), ?, ?)",
+            [lake, request.table_id, old, new, list(columns), feed.name, feed.time_travel, size],
         )
         _holders[feed.name] += 1
         _evict(con)
@@ -183,13 +183,18 @@ def _attach(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _lake_identity(catalog: str) -> str:
-    """What tells lakes apart (table ids repeat across lakes), as an expression: where the
-    lake keeps its data (a catalog name is reused when another lake is attached under it)."""
-    return (
-        f"coalesce((SELECT value FROM {quote(catalog)}.options() "
-        f"WHERE option_name = 'data_path'), {literal(catalog)})"
-    )
+def _lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
+    """What tells lakes apart (table ids and snapshots repeat across lakes, and a catalog name
+    is reused when another lake is attached under it): where the lake keeps its data, and
+    when it was created (a lake created again in the same place). Read from the metadata
+    catalog: DuckLake's ``options()`` costs a transaction of its own, several milliseconds."""
+    meta = metadata_catalog(catalog)
+    row = con.execute(
+        f"SELECT (SELECT max(value) FROM {meta}.ducklake_metadata WHERE key = 'data_path' "
+        f"AND scope IS NULL), (SELECT min(snapshot_time) FROM {meta}.ducklake_snapshot)"
+    ).fetchone()
+    path, created = row if row else (None, None)
+    return f"{path or catalog}@{created}"
 
 
 def _lasting_columns(
