@@ -329,30 +329,40 @@ def set_operation(draw: Draw, left: Relation, right: Relation) -> Relation:
     )
 
 
-def _window_call(draw: Draw, relation: Relation, over: str) -> tuple[str, str, bool]:
+#: frames whose rows may differ between identical rows (peers), by their order in the input
+ROWS_FRAMES = [
+    " ROWS BETWEEN 1 PRECEDING AND CURRENT ROW",
+    " ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING",
+    " ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
+]
+
+
+def _window_call(
+    draw: Draw, relation: Relation, over: str, *, peers_alike: bool = False
+) -> tuple[str, str, bool]:
+    """A window call; with ``peers_alike`` only one that gives identical rows identical
+    values. A QUALIFY that keeps some of several identical rows keeps an arbitrary one, so
+    a value told apart by input order (row_number, ntile, lag, lead, a ROWS frame) would make
+    the query's result arbitrary, and no maintained table could equal its recomputation."""
     column = draw(st.sampled_from(relation.columns))
     name = f"q.{column.name}"
-    frame = draw(
-        st.sampled_from(
-            [
-                "",
-                " ROWS BETWEEN 1 PRECEDING AND CURRENT ROW",
-                " ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING",
-                " RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
-                " ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
-            ]
-        )
-    )
+    frames = ["", " RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"]
+    frame = draw(st.sampled_from(frames if peers_alike else frames + ROWS_FRAMES))
     options: list[tuple[str, str, bool]] = [
-        (f"row_number() OVER ({over})", INT, False),
         (f"rank() OVER ({over})", INT, False),
         (f"dense_rank() OVER ({over})", INT, False),
         (f"percent_rank() OVER ({over})", FLOAT, False),
         (f"cume_dist() OVER ({over})", FLOAT, False),
-        (f"ntile(2) OVER ({over})", INT, False),
         (f"count(*) OVER ({over}{frame})", INT, False),
-        (f"lag({name}) OVER ({over})", column.kind, column.inexact),
-        (f"lead({name}, 2) OVER ({over})", column.kind, column.inexact),
+    ]
+    if not peers_alike:
+        options += [
+            (f"row_number() OVER ({over})", INT, False),
+            (f"ntile(2) OVER ({over})", INT, False),
+            (f"lag({name}) OVER ({over})", column.kind, column.inexact),
+            (f"lead({name}, 2) OVER ({over})", column.kind, column.inexact),
+        ]
+    options += [
         (f"first_value({name}) OVER ({over}{frame})", column.kind, column.inexact),
         (f"last_value({name}) OVER ({over}{frame})", column.kind, column.inexact),
         (f"nth_value({name}, 2) OVER ({over}{frame})", column.kind, column.inexact),
@@ -386,14 +396,16 @@ def window(draw: Draw, relation: Relation) -> Relation:
         relation = _exact_only(relation)
         if not relation.columns:
             return relation
+    qualified = draw(st.booleans())
     calls = [
-        _window_call(draw, relation, _over(draw, relation)) for _ in range(draw(st.integers(1, 3)))
+        _window_call(draw, relation, _over(draw, relation), peers_alike=qualified)
+        for _ in range(draw(st.integers(1, 3)))
     ]
     select = [f"q.{c.name} AS c{i}" for i, c in enumerate(relation.columns)]
     width = len(relation.columns)
     select += [f"{sql} AS c{width + j}" for j, (sql, _, _) in enumerate(calls)]
     qualify = ""
-    if draw(st.booleans()):
+    if qualified:
         limit = draw(st.integers(1, 2))
         qualify = f" QUALIFY row_number() OVER ({_over(draw, relation)}) <= {limit}"
     windowed = Relation(
