@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from dbt_duckstream import ConfigurationError
+from dbt_duckstream.runtime import decide, preimages, runlog
 from dbt_duckstream.runtime import lake as lake_module
-from dbt_duckstream.runtime import preimages
 from dbt_duckstream.runtime import run as runtime
+from dbt_duckstream.runtime.runlog import PastRun
 
 from .harness import Model
 
@@ -248,6 +249,98 @@ def test_the_estimate_counts_rows_inlined_into_the_catalog(lake):
     assert result.strategy == "incremental"
     # 3 inserted, 1 inlined row deleted, 2 file rows deleted
     assert "up to 6 rows changed" in result.reason, result.reason
+    m.assert_consistent()
+
+
+def test_changes_dated_before_the_cursor_rebuild_once_maintenance_is_chosen(
+    model, lake, monkeypatch
+):
+    """A later commit that dates its changes before the cursor (DuckLake, concurrent commits)
+    leaves the source at the cursor with other rows than the model read there. The row count
+    check that finds it is spent only when the run would maintain."""
+    counted = []
+
+    def shifted(con, table, snapshots):
+        counted.append(snapshots)
+        return [n + 1 for n in lake_module.live_row_counts(con, table, snapshots)]
+
+    monkeypatch.setattr(decide, "live_row_counts", shifted)
+    lake.execute("INSERT INTO t VALUES (3, 1)")
+    assert model.refresh(rebuild_above=0).strategy == "rebuild"
+    lake.execute("INSERT INTO t VALUES (4, 1)")
+    assert model.refresh().strategy == "initial"  # the state that rebuild dropped
+    assert counted == []
+    lake.execute("INSERT INTO t VALUES (5, 1)")
+    result = model.refresh()
+    assert result.strategy == "rebuild" and "no longer holds" in result.reason, result.reason
+    assert counted
+    model.assert_consistent()
+
+
+def test_the_correction_weighs_measured_seconds_per_estimated_row():
+    def runs(*rows):
+        return [PastRun(strategy, seconds, estimated) for strategy, seconds, estimated in rows]
+
+    learned = decide.learned_correction
+    # maintenance measured at 1 ms per 1,000 estimated rows, rebuilds at 1 ms per 10,000
+    maintained = [("incremental", 0.002, 2000), ("incremental", 0.001, 1000)]
+    assert learned(runs(*maintained, ("rebuild", 0.01, 100_000))) == pytest.approx(10)
+    # builds stand in for chosen rebuilds only when there are none
+    assert learned(runs(*maintained, ("initial", 0.1, 100_000))) == pytest.approx(1)
+    both = runs(*maintained, ("rebuild", 0.01, 100_000), ("initial", 0.1, 100_000))
+    assert learned(both) == pytest.approx(10)
+    # too few measurements, or none with an estimate: the estimate as it is
+    assert learned(runs(maintained[0], ("rebuild", 0.01, 100_000))) == 1.0
+    assert learned(runs(*maintained, ("rebuild", 0.01, None))) == 1.0
+    # bounded: one slow run on a loaded machine never swings the choice without limit
+    assert learned(runs(*maintained, ("rebuild", 1e-9, 100_000))) == 16.0
+
+
+def test_the_cost_choice_learns_from_the_models_past_runs(lake):
+    lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000) AS r(i)")
+    m = Model(lake, "per_key", "SELECT k, sum(v) AS total FROM big GROUP BY k")
+    assert m.refresh().strategy == "initial"
+    for batch in range(3):
+        lake.execute(f"INSERT INTO big VALUES ({batch}, {batch})")
+        assert m.refresh(rebuild_above=0).strategy == "rebuild"
+        lake.execute(f"INSERT INTO big VALUES ({batch}, -{batch})")
+        assert m.refresh().strategy == "initial"  # its state, which the rebuild dropped
+        lake.execute(f"INSERT INTO big VALUES ({batch}, 1)")
+        result = m.refresh(rebuild_above=1e9)  # estimated, always maintained
+        assert result.strategy == "incremental"
+    # two maintained runs and three rebuilds measured: the estimate is corrected
+    assert "priced x" in result.reason, result.reason
+    past = runlog.last(lake, m.plan.target).past
+    assert [p.strategy for p in past[:3]] == ["incremental", "initial", "rebuild"]
+    assert all(p.estimated_rows for p in past)
+    m.assert_consistent()
+
+
+def test_a_run_log_of_an_earlier_release_gains_the_new_columns(model, lake):
+    log = runlog.log_table(model.plan.target).sql()
+    lake.execute(f"ALTER TABLE {log} DROP COLUMN estimated_rows")
+    lake.execute("INSERT INTO t VALUES (7, 7)")
+    assert model.refresh(rebuild_above=1e9).strategy == "incremental"
+    assert lake.execute(f"SELECT count(estimated_rows) FROM {log}").fetchone() == (1,)
+    model.assert_consistent()
+
+
+@pytest.mark.parametrize("windows", [1, 2], ids=["a run per batch", "two batches a run"])
+def test_the_estimate_counts_only_the_deletions_of_its_window(lake, windows):
+    """DuckLake keeps one delete file per data file and rewrites it with every earlier
+    deletion at each batch: its metadata count grows with every batch, the window's does not."""
+    lake.execute("CALL lake.set_option('data_inlining_row_limit', 0)")
+    lake.execute("CREATE TABLE f (k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO f SELECT i % 10, i FROM range(10000) AS r(i)")  # one data file
+    m = Model(lake, "per_key_f", "SELECT k, sum(v) AS total FROM f GROUP BY k")
+    assert m.refresh().strategy == "initial"
+    for batch in range(6):
+        lake.execute(f"DELETE FROM f WHERE v % 100 = {batch}")  # 100 rows each
+        if batch % windows == windows - 1:
+            result = m.refresh(rebuild_above=1e9)
+            assert result.strategy == "incremental"
+            assert f"up to {100 * windows} rows changed" in result.reason, result.reason
     m.assert_consistent()
 
 

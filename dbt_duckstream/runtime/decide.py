@@ -5,10 +5,11 @@ The triggers are tried in the order of ``TRIGGERS``; the first that applies deci
     first run -> full refresh -> model SQL changed -> change feed unusable (a source
     recreated, snapshots expired, deletion vectors) -> columns the model reads changed ->
     the model's tables written by someone else -> nothing changed -> maintenance would cost
-    more than a rebuild -> maintain
+    more than a rebuild -> state missing -> changes dated before the cursor -> maintain
 
-Everything is read from DuckLake's catalog metadata; no data is read. The cost choice weighs
-what maintenance reads and writes against what a rebuild does (``estimate``), in rows:
+Everything is read from DuckLake's catalog metadata, and no data (deleted rows below excepted).
+The cost choice weighs what maintenance reads and writes against what a rebuild does
+(``estimate``), in rows:
 
     maintain ~ rows of data files added in the window
              + rows of the row groups holding the rows deleted in the window (at most
@@ -23,14 +24,15 @@ what maintenance reads and writes against what a rebuild does (``estimate``), in
 The weights are per-row costs relative to scanning a row, measured with the TPC-H benchmark
 (``make bench``) on DuckDB 1.5. A run rebuilds when maintenance is estimated to cost more than
 ``rebuild_above`` of a rebuild, so a large batch never costs much more than rebuilding.
-Deleted rows are counted from the cumulative counts of the delete files the window touched
-(DuckLake extends one delete file per data file across snapshots): an upper bound.
+Deleted rows are counted from the delete files' metadata; DuckLake extends one delete file per
+data file across snapshots, so a delete file that began before the window also holds earlier
+deletions, and its snapshot column (a few bytes per deleted row) is read to count the window's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
@@ -51,7 +53,7 @@ from ..compiler.operators import (
 )
 from ..compiler.operators.membership import MembershipJoin
 from ..errors import ConfigurationError
-from ..sql import TableRef, quote
+from ..sql import TableRef, literal, quote
 from .lake import (
     SnapshotChange,
     live_row_counts,
@@ -62,7 +64,8 @@ from .lake import (
     snapshot_exists,
     uses_deletion_vectors,
 )
-from .runlog import Cursor, Entry, is_own_commit
+from .preimages import SNAPSHOT_COLUMN, table_directory
+from .runlog import Cursor, Entry, PastRun, is_own_commit
 
 #: rebuild when the estimated maintenance work exceeds this share of a rebuild's
 REBUILD_ABOVE = 1.0
@@ -89,18 +92,26 @@ class Estimate:
     changed_rows: int  # rows inserted, plus (at most) rows deleted, in the window
     maintain_rows: int
     rebuild_rows: int
+    #: the model's measured cost of a maintained row over that of a rebuilt row
+    #: (``learned_correction``), 1.0 until it has been measured
+    correction: float = 1.0
 
     @property
     def share(self) -> float:
-        return self.maintain_rows / max(self.rebuild_rows, 1)
+        return self.maintain_rows * self.correction / max(self.rebuild_rows, 1)
 
     def rebuild_is_cheaper(self, above: float = REBUILD_ABOVE) -> bool:
         return self.share > above
 
     def describe(self) -> str:
+        learned = (
+            f" (its rows priced x{self.correction:.2g} from the model's past run times)"
+            if self.correction != 1.0
+            else ""
+        )
         return (
             f"up to {self.changed_rows} rows changed; estimated maintenance cost "
-            f"{self.share:.0%} of a rebuild's"
+            f"{self.share:.0%} of a rebuild's{learned}"
         )
 
 
@@ -264,12 +275,6 @@ class Situation:
                     broken=f"a source in {catalog} writes deletion vectors, in which DuckLake "
                     "does not record which snapshot deleted a row"
                 )
-            for source in sources:
-                if source.key in spans:
-                    span = self._verified_span(source, old, spans[source.key])
-                    if span is None:
-                        return WindowChanges(broken=_rewritten(source, old))
-                    spans[source.key] = span
         return WindowChanges(
             spans,
             frozenset(altered),
@@ -279,6 +284,22 @@ class Situation:
             frozenset(reorganized & set(spans)),
             frozenset(ending),
         )
+
+    @cached_property
+    def verified_spans(self) -> tuple[dict[str, tuple[int, int]], str | None]:
+        """The changed sources' spans as ``_verified_span`` checks them, or why the window
+        cannot be trusted. Checked only once maintenance is chosen: each check counts a source
+        at two snapshots, and a rebuild reads the sources whole, needing no span."""
+        spans = dict(self.changes.spans)
+        for source in self.plan.sources:
+            if source.key not in spans:
+                continue
+            old = self.window[source.catalog][0]
+            span = self._verified_span(source, old, spans[source.key])
+            if span is None:
+                return {}, _rewritten(source, old)
+            spans[source.key] = span
+        return spans, None
 
     def _verified_span(
         self, source: TableRef, old: int, span: tuple[int, int]
@@ -313,8 +334,11 @@ class Situation:
 
     @cached_property
     def costs(self) -> Estimate:
-        """What maintaining this window and rebuilding would cost (``estimate``)."""
-        return estimate(self.con, self.plan, self.window, self.changes.changed, self.ids)
+        """What maintaining this window and rebuilding would cost (``estimate``), corrected
+        by what the model's past runs measured (``learned_correction``)."""
+        found = estimate(self.con, self.plan, self.window, self.changes.changed, self.ids)
+        past = self.last.past if self.last is not None else ()
+        return replace(found, correction=learned_correction(past))
 
 
 def _flushes_deletions(
@@ -428,6 +452,11 @@ def cheaper_to_rebuild(s: Situation) -> Decision | None:
     return Decision(Strategy.REBUILD, reason, s.build_window, changed, s.costs)
 
 
+def changes_misdated(s: Situation) -> Decision | None:
+    _, misdated = s.verified_spans
+    return s.rebuild(misdated) if misdated is not None else None
+
+
 def maintain(s: Situation) -> Decision:
     changed = s.changes.changed
     reason = f"{len(changed)} of {len(s.plan.sources)} sources changed"
@@ -443,7 +472,7 @@ def maintain(s: Situation) -> Decision:
         s.window,
         changed,
         found,
-        spans=s.changes.spans,
+        spans=s.verified_spans[0],
         reorganized=s.changes.reorganized,
         appended=s.changes.appended,
     )
@@ -460,6 +489,7 @@ TRIGGERS: tuple[Trigger, ...] = (
     nothing_changed,
     cheaper_to_rebuild,
     state_missing,
+    changes_misdated,
 )
 
 
@@ -527,6 +557,50 @@ def estimate(
         + full_reads(plan.root, changed, rows),
         sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
     )
+
+
+#: maintained and rebuilt runs with an estimate that the correction needs, at least
+LEARN_FROM = (2, 1)
+#: the correction's bounds: the estimate's weights are never off by more than this
+CORRECTION_BOUNDS = (1 / 16, 16.0)
+
+
+def learned_correction(past: Sequence[PastRun]) -> float:
+    """How much more a maintained row of the estimate costs than a rebuilt one on this
+    model, measured: seconds per estimated row over its recent maintained runs, against the
+    same over its recent rebuilds (those chosen for cost, which refill as a bare rebuild does;
+    else its builds). The weights of ``estimate`` were measured on one benchmark and one
+    machine; the correction fits them to this model's data and machine. 1.0 until the model
+    has maintained and rebuilt with estimates (``LEARN_FROM``); a model that only ever
+    rebuilds never learns that maintenance got cheaper, one that maintains at a loss learns
+    it in a few runs."""
+    maintained = [p for p in past if p.strategy == "incremental" and p.estimated_rows]
+    rebuilt = [p for p in past if p.strategy == "rebuild" and p.estimated_rows] or [
+        p for p in past if p.strategy == "initial" and p.estimated_rows
+    ]
+    if len(maintained) < LEARN_FROM[0] or len(rebuilt) < LEARN_FROM[1]:
+        return 1.0
+
+    def rate(runs: list[PastRun]) -> float:
+        return sum(p.seconds for p in runs) / sum(p.estimated_rows or 0 for p in runs)
+
+    low, high = CORRECTION_BOUNDS
+    return min(max(rate(maintained) / max(rate(rebuilt), 1e-12), low), high)
+
+
+def estimated_rows(decision: Decision, cursors: Sequence[Cursor], rows_written: int) -> int | None:
+    """What the cost estimate gives the strategy a run carried out, for ``learned_correction``:
+    maintenance's rows when it maintained, a rebuild's when it (re)built (the sources' rows
+    and the model's, weighted as ``estimate`` weighs them)."""
+    if decision.strategy is Strategy.INCREMENTAL:
+        return decision.estimate.maintain_rows if decision.estimate is not None else None
+    if decision.strategy in (Strategy.INITIAL, Strategy.REBUILD):
+        if decision.estimate is not None:
+            return decision.estimate.rebuild_rows
+        if any(c.rows is None for c in cursors):
+            return None
+        return sum(c.rows or 0 for c in cursors) + OUTPUT_WEIGHT * rows_written
+    return None
 
 
 def full_reads(root: Operator, changed: frozenset[str], rows: dict[str, int]) -> int:
@@ -604,18 +678,30 @@ def _window_files(
         [old, new],
     ).fetchone()
     inserted = int(row[0]) if row else 0
-    # DuckLake extends one delete file per data file across snapshots (``partial_max``)
-    row = con.execute(
-        f"SELECT coalesce(sum({_row_groups_read('f.record_count', 'd.delete_count')}), 0), "
-        "coalesce(sum(d.delete_count), 0) "
+    # DuckLake extends one delete file per data file across snapshots (``partial_max``):
+    # one that began in the window holds only its deletions, one that began before it also
+    # every earlier deletion of its data file, and is counted by its snapshot column
+    files = con.execute(
+        f"SELECT d.begin_snapshot > ?, f.record_count, d.delete_count, d.table_id, d.path, "
+        "d.path_is_relative "
         f"FROM {meta}.ducklake_delete_file AS d JOIN {meta}.ducklake_data_file AS f "
         "USING (data_file_id) "
         f"WHERE d.table_id IN ({ids}) AND d.begin_snapshot <= ? "
         "AND coalesce(d.partial_max, d.begin_snapshot) > ? "
         "AND (d.end_snapshot IS NULL OR d.end_snapshot > ?)",
-        [new, old, new],
-    ).fetchone()
-    pre_images, deleted = (int(row[0]), int(row[1])) if row else (0, 0)
+        [old, new, old, new],
+    ).fetchall()
+    pre_images = deleted = 0
+    spanning = []
+    for began_inside, file_rows, count, table_id, path, relative in files:
+        if began_inside:
+            pre_images += min(int(file_rows), int(count) * ROW_GROUP_ROWS)
+            deleted += int(count)
+        else:
+            spanning.append((int(table_id), str(path), bool(relative), int(file_rows)))
+    if spanning:
+        rows, count = _spanning_deletions(con, catalog, meta, window, spanning)
+        pre_images, deleted = pre_images + rows, deleted + count
     inlined_inserted, inlined_deleted = _inlined_rows(con, meta, window, tables)
     file_rows, file_deleted = _inlined_deletions(con, meta, window, tables)
     return (
@@ -624,6 +710,47 @@ def _window_files(
         deleted + file_deleted,
         inlined_deleted,
     )
+
+
+def _spanning_deletions(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    meta: str,
+    window: tuple[int, int],
+    files: list[tuple[int, str, bool, int]],
+) -> tuple[int, int]:
+    """Rows of the row groups holding the window's deletions in delete files that began
+    before it (table id, path, relative, rows of the data file), and those deletions: their
+    metadata counts every deletion since the file began, their snapshot column (a few bytes
+    per deleted row) dates each one."""
+    old, new = window
+    directories = {
+        int(table_id): table_directory(data_path, (schema, schema_relative), (table, relative))
+        for table_id, schema, schema_relative, table, relative, data_path in con.execute(
+            "SELECT t.table_id, s.path, s.path_is_relative, t.path, t.path_is_relative, "
+            f"(SELECT data_path FROM ducklake_settings({literal(catalog)})) "
+            f"FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+            f"WHERE t.table_id IN ({', '.join(str(f[0]) for f in files)}) "
+            "AND t.begin_snapshot <= ? AND (t.end_snapshot IS NULL OR t.end_snapshot > ?) "
+            "AND s.begin_snapshot <= ? AND (s.end_snapshot IS NULL OR s.end_snapshot > ?)",
+            [new, new, new, new],
+        ).fetchall()
+    }
+    paths = [directories[t] + p if relative else p for t, p, relative, _ in files]
+    counted = dict(
+        con.execute(
+            f"SELECT filename, count(*) FROM read_parquet([{', '.join(map(literal, paths))}], "
+            "filename = true) "
+            f"WHERE {quote(SNAPSHOT_COLUMN)} > ? AND {quote(SNAPSHOT_COLUMN)} <= ? "
+            "GROUP BY filename",
+            [old, new],
+        ).fetchall()
+    )
+    rows = deleted = 0
+    for path, (*_, file_rows) in zip(paths, files, strict=True):
+        count = int(counted.get(path, 0))
+        rows, deleted = rows + min(file_rows, count * ROW_GROUP_ROWS), deleted + count
+    return rows, deleted
 
 
 def _row_groups_read(file_rows: str, deleted: str) -> str:

@@ -298,11 +298,11 @@ class _Reader:
         self.table_id, self.next_file_id = int(table_id), int(snapshots[old])
         self.columns = self._asked_columns(found["column"])
         self.inlined_tables = sorted((str(a), int(i)) for i, a, *_ in found["inlined"])
-        path = str(found["data path"][0][1])
-        for part, relative in ((schema_path, schema_relative), (table_path, table_relative)):
-            if part:
-                path = path + str(part) if relative else str(part)
-        self.data_path = path
+        self.data_path = table_directory(
+            str(found["data path"][0][1]),
+            (schema_path, schema_relative),
+            (table_path, table_relative),
+        )
 
     def _asked_columns(self, columns: list[tuple]) -> list[_Column]:
         """The asked columns as the table had them at ``old``: (id, name, type, default)."""
@@ -663,6 +663,16 @@ def _duckdb_type(ducklake_type: str) -> str | None:
 
 def _only(names: list[str]) -> str | None:
     return names[0] if len(names) == 1 else None
+
+
+def table_directory(data_path: str, *parts: tuple[str | None, bool | None]) -> str:
+    """The directory of a table's files, from the lake's data path and the (path, relative)
+    of its schema and of the table: a relative part extends the one above it."""
+    path = data_path
+    for part, relative in parts:
+        if part:
+            path = path + str(part) if relative else str(part)
+    return path
 
 
 def _int(value: object) -> int | None:

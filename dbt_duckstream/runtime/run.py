@@ -23,7 +23,7 @@ from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
 from ..retry import LOGGER, retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, literal, quote
 from . import runlog
-from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide
+from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
 from .lake import (
     current_snapshot,
@@ -154,12 +154,16 @@ def refresh(
     tables, log = [*plan.sources, plan.target, *plan.state_tables], runlog.log_table(plan.target)
 
     def decided() -> tuple[Situation, Decision]:
+        pinned = {catalog: current_snapshot(con, catalog) for catalog in plan.catalogs}
+        ids = table_ids(con, [*tables, log])
+        if ids[log.key] is None:
+            raise _NoRunLog
         situation = Situation(
             con,
             plan,
-            pinned={catalog: current_snapshot(con, catalog) for catalog in plan.catalogs},
-            ids=(ids := table_ids(con, [*tables, log])),
-            last=runlog.last(con, plan.target, logged=ids[log.key] is not None),
+            pinned=pinned,
+            ids=ids,
+            last=runlog.last(con, plan.target, logged=True),
             full_refresh=full_refresh,
             rebuild_above=rebuild_above,
         )
@@ -175,10 +179,15 @@ def refresh(
         return result
 
     def run() -> RunResult:
-        runlog.ensure(con, plan.target)
         files = sqlite_catalogs(con)
         try:
             return decided_and_carried_out(files)
+        except _NoRunLog:
+            runlog.ensure(con, plan.target)  # in a commit of its own: then the run starts over
+            return run()
+        except runlog.OutdatedRunLog:
+            runlog.upgrade(con, plan.target)
+            return run()
         except duckdb.Error as error:
             if AMBIGUOUS_ROWIDS not in str(error):
                 raise
@@ -205,9 +214,11 @@ def refresh(
             return RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
         # feeds are read outside the run's transaction (see ``feeds``)
         with ExitStack() as holding:
-            with feed_safe_optimizers(con), LAKE.reading():
-                requests = _feed_requests(plan, decision, situation)
-                entries = holding.enter_context(held(con, requests))
+            requests = _feed_requests(plan, decision, situation)
+            entries: dict[str, Feed] = {}
+            if requests:
+                with feed_safe_optimizers(con), LAKE.reading():
+                    entries = holding.enter_context(held(con, requests))
             feeds = {key: entry.relation for key, entry in entries.items()}
             decision = _noting_time_travel(plan, decision, entries)
             with transaction(con, sqlite=files):
@@ -219,6 +230,10 @@ def refresh(
     result = retrying(run, f"incremental_ivm {plan.target.key}")
     result.seconds = time.perf_counter() - started
     return result
+
+
+class _NoRunLog(Exception):
+    """The model's schema has no run log yet: a run creates it first (``runlog.ensure``)."""
 
 
 def _feed_requests(
@@ -350,6 +365,7 @@ def _record(
         result.rows_deleted,
         result.seconds,
         runlog.RegisteredModel(plan.sql, catalog, db, "incremental") if registered else None,
+        estimated_rows=estimated_rows(decision, cursors, result.rows_inserted),
     )
     # the run after the one the decision read: none committed since (``_check_no_run_since``,
     # or the decision was taken in this same transaction)
@@ -389,9 +405,8 @@ def rebuild_unmaintainable(
         _drop_view_in_the_way(con, target)
         con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
         with using(con, catalog, db):
-            con.execute(f"CREATE TABLE {target.sql()} AS {sql}")
+            row = con.execute(f"CREATE TABLE {target.sql()} AS {sql}").fetchone()
         _drop_state_tables(con, target, keep=set())
-        row = con.execute(f"SELECT count(*) FROM {target.sql()}").fetchone()
         result.rows_inserted = int(row[0]) if row else 0
         result.seconds = time.perf_counter() - started
         registered = runlog.RegisteredModel(sql, catalog, db, "rebuild")
@@ -475,7 +490,9 @@ def _rebuild(
         _drop_view_in_the_way(con, plan.target)
         _drop_state_tables(con, plan.target, keep=set(plan.state_tables))
         result.statements = plan.build_sql(decision.windows)
+    fills = f"INSERT INTO {plan.target.sql()} "  # the one statement writing the model's rows
     for statement in result.statements:
-        con.execute(statement)
-    row = con.execute(f"SELECT count(*) FROM {plan.target.sql()}").fetchone()
-    result.rows_inserted = int(row[0]) if row else 0
+        done = con.execute(statement)
+        if statement.startswith(fills):
+            row = done.fetchone()
+            result.rows_inserted = int(row[0]) if row else 0

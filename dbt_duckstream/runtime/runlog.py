@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -36,8 +37,26 @@ _COLUMNS = (
     "model VARCHAR, run BIGINT, strategy VARCHAR, reason VARCHAR, rows_inserted BIGINT, "
     "rows_deleted BIGINT, seconds DOUBLE, finished_at TIMESTAMP WITH TIME ZONE, "
     "sql_hash VARCHAR, cursors VARCHAR, sql VARCHAR, default_catalog VARCHAR, "
-    "default_schema VARCHAR, mode VARCHAR"
+    "default_schema VARCHAR, mode VARCHAR, estimated_rows BIGINT"
 )
+#: columns added since the first release, each with its type: ``upgrade`` adds them
+_ADDED = {"estimated_rows": "BIGINT"}
+#: the past runs a run reads, newest first, to correct its cost estimate
+PAST_RUNS = 50
+
+
+class OutdatedRunLog(Exception):
+    """The run log lacks a column added since it was created: ``upgrade`` it first."""
+
+
+@dataclass(frozen=True)
+class PastRun:
+    """What an earlier run did and cost: its strategy, seconds, and the rows the cost
+    estimate gave its strategy (maintenance, or a rebuild), None when it had no estimate."""
+
+    strategy: str
+    seconds: float
+    estimated_rows: int | None
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,10 @@ class Entry:
     registered: RegisteredModel | None = None
     run: int = 0
     finished_at: datetime | None = None
+    #: the rows the cost estimate gave the strategy this run carried out
+    estimated_rows: int | None = None
+    #: the model's latest runs, newest first (read with the latest one)
+    past: tuple[PastRun, ...] = ()
 
 
 def commit_prefix(target: TableRef) -> str:
@@ -128,6 +151,18 @@ def ensure(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
                 raise
 
 
+def upgrade(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
+    """Add the columns a run log created by an earlier release lacks, in a commit of its own."""
+    with _creating, LAKE.writing():
+        for column, kind in _ADDED.items():
+            # another process adding it at once fails this commit: the run reads the log again
+            with suppress(duckdb.TransactionException):
+                con.execute(
+                    f"ALTER TABLE {log_table(target).sql()} ADD COLUMN IF NOT EXISTS "
+                    f"{column} {kind}"
+                )
+
+
 def last(
     con: duckdb.DuckDBPyConnection, target: TableRef, *, logged: bool | None = None
 ) -> Entry | None:
@@ -135,16 +170,24 @@ def last(
     says whether the log exists, when the caller knows (a run looks its tables up at once)."""
     if not (exists(con, target) if logged is None else logged):
         return None
-    # arg_max, not ORDER BY ... LIMIT 1: half the time on a DuckLake table (7 ms against 14)
+    # arg_max, not ORDER BY ... LIMIT 1: half the time on a DuckLake table (7 ms against 14);
+    # the past runs come with it, in the same scan
     row = _read(
         con,
         target,
         "SELECT arg_max(struct_pack(run, strategy, reason, sql_hash, cursors, rows_inserted, "
-        f"rows_deleted, seconds, finished_at), run) FROM {log_table(target).sql()} WHERE model = ?",
+        "rows_deleted, seconds, finished_at, estimated_rows), run), "
+        "list(struct_pack(strategy, seconds, estimated_rows) ORDER BY run DESC)"
+        f"[1:{PAST_RUNS}] FROM {log_table(target).sql()} WHERE model = ?",
     )
     if row is None or row[0] is None:
         return None
-    run, strategy, reason, sql_hash, cursors, inserted, deleted, seconds, finished = row[0].values()
+    run, strategy, reason, sql_hash, cursors, inserted, deleted, seconds, finished, estimated = row[
+        0
+    ].values()
+    past = tuple(
+        PastRun(p["strategy"], p["seconds"] or 0.0, p["estimated_rows"]) for p in row[1] or []
+    )
     return Entry(
         strategy,
         reason,
@@ -155,6 +198,8 @@ def last(
         seconds or 0.0,
         run=run,
         finished_at=finished,
+        estimated_rows=estimated,
+        past=past,
     )
 
 
@@ -175,7 +220,7 @@ def append(
     registered = entry.registered
     con.execute(
         f"INSERT INTO {log_table(target).sql()} VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?)",
+        "(?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?)",
         [
             target.name,
             run,
@@ -190,6 +235,7 @@ def append(
             registered.catalog if registered else None,
             registered.schema if registered else None,
             registered.mode if registered else None,
+            entry.estimated_rows,
         ],
     )
     if run % TRIM_AT == 0:
@@ -259,8 +305,16 @@ def models(con: duckdb.DuckDBPyConnection, catalog: str, schema: str) -> list[Ta
 def _read(con: duckdb.DuckDBPyConnection, target: TableRef, sql: str) -> tuple | None:
     try:
         return con.execute(sql, [target.name]).fetchone()
+    except duckdb.BinderException as error:
+        if any(column in str(error) for column in _ADDED):
+            raise OutdatedRunLog(str(error)) from error
+        raise _unreadable(target, error) from error
     except duckdb.Error as error:
-        raise ConfigurationError(
-            f"the run log {log_table(target).key} cannot be read ({error}); it was changed by "
-            "hand: drop it, and every model in its schema rebuilds on its next run"
-        ) from error
+        raise _unreadable(target, error) from error
+
+
+def _unreadable(target: TableRef, error: duckdb.Error) -> ConfigurationError:
+    return ConfigurationError(
+        f"the run log {log_table(target).key} cannot be read ({error}); it was changed by "
+        "hand: drop it, and every model in its schema rebuilds on its next run"
+    )
