@@ -32,4 +32,5 @@ def test_benchmark_runs_and_reports(tmp_path: Path) -> None:
         assert f"| {view} | 0.10% |" in report
         assert f"| {view} | 10.00% |" in report
     assert "geometric mean" in report
+    assert "the cost choice was right in" in report
     assert (out / "tpch.png").stat().st_size > 10_000
