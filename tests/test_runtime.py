@@ -283,7 +283,7 @@ def test_the_correction_weighs_measured_seconds_per_estimated_row():
 
     learned = decide.learned_correction
     # maintenance measured at 1 ms per 1,000 estimated rows, rebuilds at 1 ms per 10,000
-    maintained = [("incremental", 0.002, 2000), ("incremental", 0.001, 1000)]
+    maintained = [("incremental", 0.06, 60_000), ("incremental", 0.03, 30_000)]
     assert learned(runs(*maintained, ("rebuild", 0.01, 100_000))) == pytest.approx(10)
     # builds stand in for chosen rebuilds only when there are none
     assert learned(runs(*maintained, ("initial", 0.1, 100_000))) == pytest.approx(1)
@@ -292,6 +292,10 @@ def test_the_correction_weighs_measured_seconds_per_estimated_row():
     # too few measurements, or none with an estimate: the estimate as it is
     assert learned(runs(maintained[0], ("rebuild", 0.01, 100_000))) == 1.0
     assert learned(runs(*maintained, ("rebuild", 0.01, None))) == 1.0
+    # small batches, far from the choice, cost the run's fixed cost: they teach nothing
+    small = [("incremental", 0.02, 2000), ("incremental", 0.02, 1000)]
+    assert learned(runs(*small, *maintained, ("rebuild", 0.01, 100_000))) == pytest.approx(10)
+    assert learned(runs(*small, maintained[0], ("rebuild", 0.01, 100_000))) == 1.0
     # bounded: one slow run on a loaded machine never swings the choice without limit
     assert learned(runs(*maintained, ("rebuild", 1e-9, 100_000))) == 16.0
 
@@ -306,7 +310,8 @@ def test_the_cost_choice_learns_from_the_models_past_runs(lake):
         assert m.refresh(rebuild_above=0).strategy == "rebuild"
         lake.execute(f"INSERT INTO big VALUES ({batch}, -{batch})")
         assert m.refresh().strategy == "initial"  # its state, which the rebuild dropped
-        lake.execute(f"INSERT INTO big VALUES ({batch}, 1)")
+        # batches whose maintenance is estimated near a rebuild's cost: they teach the choice
+        lake.execute("INSERT INTO big SELECT i % 10, i FROM range(3000) AS r(i)")
         result = m.refresh(rebuild_above=1e9)  # estimated, always maintained
         assert result.strategy == "incremental"
     # two maintained runs and three rebuilds measured: the estimate is corrected

@@ -561,6 +561,9 @@ def estimate(
 
 #: maintained and rebuilt runs with an estimate that the correction needs, at least
 LEARN_FROM = (2, 1)
+#: maintained runs teach the correction when their estimate was at least this share of a
+#: rebuild's: a smaller one's time is mostly the run's fixed cost, not its rows'
+NEAR_THE_CHOICE = 0.25
 #: the correction's bounds: the estimate's weights are never off by more than this
 CORRECTION_BOUNDS = (1 / 16, 16.0)
 
@@ -569,16 +572,25 @@ def learned_correction(past: Sequence[PastRun]) -> float:
     """How much more a maintained row of the estimate costs than a rebuilt one on this
     model, measured: seconds per estimated row over its recent maintained runs, against the
     same over its recent rebuilds (those chosen for cost, which refill as a bare rebuild does;
-    else its builds). The weights of ``estimate`` were measured on one benchmark and one
-    machine; the correction fits them to this model's data and machine. 1.0 until the model
-    has maintained and rebuilt with estimates (``LEARN_FROM``); a model that only ever
-    rebuilds never learns that maintenance got cheaper, one that maintains at a loss learns
-    it in a few runs."""
-    maintained = [p for p in past if p.strategy == "incremental" and p.estimated_rows]
+    else its builds, which also build its state). Only maintained runs near the choice teach
+    it (``NEAR_THE_CHOICE``): a run's fixed cost would price the rows of small batches many
+    times over. The weights of ``estimate`` were measured on one benchmark and one machine;
+    the correction fits them to this model's data and machine. 1.0 until the model has
+    maintained and rebuilt with estimates (``LEARN_FROM``); a model that only ever rebuilds
+    never learns that maintenance got cheaper, one that maintains at a loss learns it in a
+    few runs, and tries again once those runs leave its last ``runlog.PAST_RUNS``."""
     rebuilt = [p for p in past if p.strategy == "rebuild" and p.estimated_rows] or [
         p for p in past if p.strategy == "initial" and p.estimated_rows
     ]
-    if len(maintained) < LEARN_FROM[0] or len(rebuilt) < LEARN_FROM[1]:
+    if len(rebuilt) < LEARN_FROM[1]:
+        return 1.0
+    near = NEAR_THE_CHOICE * (rebuilt[0].estimated_rows or 0)
+    maintained = [
+        p
+        for p in past
+        if p.strategy == "incremental" and p.estimated_rows and p.estimated_rows >= near
+    ]
+    if len(maintained) < LEARN_FROM[0]:
         return 1.0
 
     def rate(runs: list[PastRun]) -> float:
