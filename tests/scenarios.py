@@ -62,7 +62,7 @@ class Operation:
         if self.transactional:
             con.execute("BEGIN TRANSACTION")
         for statement in self.statements:
-            con.execute(statement)
+            execute(con, statement)
         if self.transactional:
             con.execute("COMMIT")
 
@@ -137,12 +137,36 @@ def touched_twice(draw, tables: tuple[str, ...]) -> list[str]:
     return [first, follow]
 
 
+FLUSH = "CALL ducklake_flush_inlined_data('lake')"
+
 #: maintenance of the lake between snapshots: compaction, rewrites, flushing inlined rows
 COMPACTIONS = (
     "CALL ducklake_merge_adjacent_files('lake')",
     "CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)",
-    "CALL ducklake_flush_inlined_data('lake')",
+    FLUSH,
 )
+
+
+def execute(con, statement: str) -> None:
+    if statement == FLUSH:
+        flush_inlined_data(con)
+    else:
+        con.execute(statement)
+
+
+def flush_inlined_data(con, catalog: str = "lake") -> None:
+    """``ducklake_flush_inlined_data`` on one thread.
+
+    DuckLake flushes several inlined tables as a union of sinks whose finalizers, running on
+    several threads, append to one unguarded vector of the transaction
+    (``MarkInlinedDataForDeletion``): now and then a double free aborts the process. One
+    thread finalizes them one after the other."""
+    (threads,) = con.execute("SELECT current_setting('threads')").fetchone()
+    con.execute("SET threads = 1")
+    try:
+        con.execute(f"CALL ducklake_flush_inlined_data('{catalog}')")
+    finally:
+        con.execute(f"SET threads = {threads}")
 
 
 @st.composite

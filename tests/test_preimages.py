@@ -31,6 +31,7 @@ from dbt_duckstream.sql import TableRef, quote
 
 from .harness import Model, fresh_lake
 from .postgres import create_database, postgres_server
+from .scenarios import FLUSH, execute, flush_inlined_data
 
 EXAMPLES = int(os.environ.get("DUCKSTREAM_EXAMPLES", "200"))
 T = TableRef("lake", "main", "t")
@@ -196,7 +197,7 @@ def inlining(limit) -> list[str]:
 MAINTENANCE = {
     "merge_adjacent": ["CALL ducklake_merge_adjacent_files('lake')"],
     "rewrite": ["CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)"],
-    "flush": ["CALL ducklake_flush_inlined_data('lake')"],
+    "flush": [FLUSH],
 }
 
 steps = st.one_of(
@@ -229,7 +230,7 @@ def play(con, history, *, inline_limit: int, row_group: int) -> list[int]:
         con.execute("BEGIN")
         try:
             for statement in statements:
-                con.execute(statement)
+                execute(con, statement)
             con.execute("COMMIT")
         except duckdb.Error:
             # DuckLake d8a1881e fails some maintenance calls itself (a rewrite on a SQLite
@@ -417,7 +418,7 @@ def test_flushed_inlined_rows_and_deletions_keep_their_history(lake):
     lake.execute("UPDATE t SET v = 'u' WHERE k = 3")
     lake.execute("DELETE FROM t WHERE k = 4")
     middle = snapshots(lake)[-1]
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    flush_inlined_data(lake)
     lake.execute("DELETE FROM t WHERE k = 5")
     points = snapshots(lake)
     for old, new in itertools.combinations(points[points.index(middle) - 3 :], 2):

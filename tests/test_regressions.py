@@ -56,6 +56,7 @@ from __future__ import annotations
 import pytest
 
 from .harness import Model
+from .scenarios import flush_inlined_data
 
 TWO_LEVEL = """
     WITH per_key AS (SELECT k, sum(v * w) AS s FROM facts GROUP BY k),
@@ -140,7 +141,7 @@ def test_rows_a_rewrite_reports_deleted_but_keeps_are_not_retracted(lake):
     lake.execute("INSERT INTO t VALUES (NULL, 1), (NULL, 2), (NULL, 3)")
     model = Model(lake, "rewritten", "SELECT id, v FROM t")
     model.refresh()
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    flush_inlined_data(lake)
     lake.execute("UPDATE t SET id = 0 WHERE id IS NULL")  # inlined over the flushed file
     assert model.refresh().strategy == "incremental"
     lake.execute("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)")
@@ -155,7 +156,7 @@ def test_rows_a_rewrite_copies_under_its_own_snapshot_are_not_counted_twice(lake
     lake.execute("INSERT INTO t VALUES (0, 1), (NULL, 2)")
     model = Model(lake, "copied", "SELECT id, v FROM t")
     model.refresh()
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    flush_inlined_data(lake)
     lake.execute("UPDATE t SET id = 0 WHERE id IS NULL")  # deletes from the flushed file
     lake.execute("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)")
     assert model.refresh().strategy == "incremental"
@@ -168,7 +169,7 @@ def test_the_oracle_does_not_trust_statistics_a_rewrite_left_wrong(lake):
     lake.execute("INSERT INTO t VALUES (1, NULL), (2, NULL)")
     model = Model(lake, "threes", "SELECT id, k FROM t WHERE k = 3")
     model.refresh()
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    flush_inlined_data(lake)
     lake.execute("UPDATE t SET k = 3 WHERE id = 1")  # the new version lives inlined
     lake.execute("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)")
     lake.execute("INSERT INTO t VALUES (4, 0)")

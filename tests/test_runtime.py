@@ -11,6 +11,7 @@ from dbt_duckstream.runtime import run as runtime
 from dbt_duckstream.runtime.runlog import PastRun
 
 from .harness import Model
+from .scenarios import flush_inlined_data
 
 SQL = "SELECT k, sum(v) AS total, count(*) AS n FROM t GROUP BY k"
 
@@ -125,10 +126,10 @@ def test_a_model_table_written_by_hand_rebuilds(model, lake):
 def test_flushing_a_models_inlined_deletions_is_not_a_write(model, lake):
     """DuckLake records ``ducklake_flush_inlined_data`` writing a table's inlined deletions to
     a delete file as a deletion from the table: a compaction, not a write by hand."""
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")  # the model's rows into a file
+    flush_inlined_data(lake)  # the model's rows into a file
     lake.execute("UPDATE t SET v = v + 1 WHERE k = 1")
     assert model.refresh().strategy == "incremental"  # deletes a file row: an inlined deletion
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    flush_inlined_data(lake)
     lake.execute("INSERT INTO t VALUES (3, 3)")
     result = model.refresh()
     assert result.strategy == "incremental", result.reason
@@ -222,13 +223,13 @@ def test_compaction_and_rewrites_do_not_disturb_netting(model, lake):
 def test_flushing_inlined_deletions_is_not_a_change(model, lake):
     """DuckLake records a flush of inlined deletions as ``deleted_from_table``: of the
     sources (no work) and of the model's own tables (not a foreign write)."""
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    flush_inlined_data(lake)
     lake.execute("DELETE FROM t WHERE v = 5")
     assert model.refresh().strategy == "incremental"  # retracts from file-backed state rows
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    flush_inlined_data(lake)
     assert model.refresh().strategy == "unchanged"
     lake.execute("DELETE FROM t WHERE v = 10")
-    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    flush_inlined_data(lake)
     result = model.refresh()
     assert (result.strategy, result.rows_deleted) == ("incremental", 1)
     model.assert_consistent()
