@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.tokens import TokenType
@@ -83,6 +85,31 @@ def bare_statement(sql: str) -> str:
     """
     tokens = [t for t in DuckDB().tokenize(sql) if t.token_type != TokenType.SEMICOLON]
     return sql[: tokens[-1].end + 1].strip() if tokens else sql.strip()
+
+
+@lru_cache(maxsize=256)
+def picks_rows(sql: str) -> bool:
+    """Whether a query keeps some rows of an input by their order or position (LIMIT, OFFSET,
+    FETCH, DISTINCT ON): DuckDB 1.5.5 may filter below such an operator
+    (``runtime.lake.JOIN_FILTER_OPTIMIZERS``). SQL that sqlglot cannot parse counts as one.
+
+    >>> picks_rows("WITH top AS (SELECT * FROM t ORDER BY v LIMIT 3) SELECT * FROM top, s")
+    True
+    >>> picks_rows("SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v")
+    True
+    >>> picks_rows("SELECT DISTINCT k, sum(v) FROM t JOIN s USING (k) GROUP BY k")
+    False
+    """
+    try:
+        statements = sqlglot.parse(sql, dialect="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return True
+    return any(
+        statement.find(exp.Limit, exp.Offset, exp.Fetch) is not None
+        or any(distinct.args.get("on") for distinct in statement.find_all(exp.Distinct))
+        for statement in statements
+        if statement is not None
+    )
 
 
 def expr_sql(expression: exp.Expr) -> str:

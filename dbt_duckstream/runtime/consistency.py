@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 
 from ..sql import quote, same_values
-from .lake import describe, feed_safe_optimizers
+from .lake import describe, feed_safe_optimizers, sound_optimizers
 
 FLOAT_TYPES = frozenset({"FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8"})
 RELATIVE_TOLERANCE = 1e-9
@@ -82,6 +82,6 @@ def differences(
 ) -> list[tuple]:
     columns = describe(con, table)
     # the recomputation must not trust DuckLake's table statistics, which a rewrite can leave
-    # wrong (see ``lake.STATISTICS_OPTIMIZERS``)
-    with feed_safe_optimizers(con):
+    # wrong (see ``lake.STATISTICS_OPTIMIZERS``), nor push join filters below a LIMIT
+    with feed_safe_optimizers(con), sound_optimizers(con, query):
         return con.execute(f"{differences_sql(table, query, columns)} LIMIT {limit}").fetchall()

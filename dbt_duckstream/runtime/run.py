@@ -33,6 +33,7 @@ from .lake import (
     live_rows,
     metadata_catalog,
     read_columns,
+    sound_optimizers,
     table_id,
     table_ids,
     table_names,
@@ -227,7 +228,8 @@ def refresh(
 
     # a run that loses a commit race to another writer (or to another run of the same model)
     # reruns whole: new pin, new decision
-    result = retrying(run, f"incremental_ivm {plan.target.key}")
+    with sound_optimizers(con, plan.sql):
+        result = retrying(run, f"incremental_ivm {plan.target.key}")
     result.seconds = time.perf_counter() - started
     return result
 
@@ -404,7 +406,7 @@ def rebuild_unmaintainable(
     with transaction(con):
         _drop_view_in_the_way(con, target)
         con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
-        with using(con, catalog, db):
+        with using(con, catalog, db), sound_optimizers(con, sql):
             row = con.execute(f"CREATE TABLE {target.sql()} AS {sql}").fetchone()
         _drop_state_tables(con, target, keep=set())
         result.rows_inserted = int(row[0]) if row else 0
