@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from dbt_duckstream import bridge
+from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime.lake import attach_lake
 
 
@@ -53,6 +54,36 @@ def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> No
     lake.execute("DELETE FROM m WHERE k = 0")  # the table drifts: the test must see it
     assert lake.execute(check).fetchall() != []
     assert "ducklake_table_deletions" in call(lake, "duckstream_explain", model("m"))["text"]
+
+
+def disabled_optimizers(con: duckdb.DuckDBPyConnection) -> set[str]:
+    row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
+    return {o.strip() for o in str(row[0] if row else "").split(",") if o.strip()}
+
+
+def test_the_consistency_test_of_a_model_that_picks_rows_runs_without_join_filters(
+    lake: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dbt runs the test's query after the bridge returns: for a model with a LIMIT (see
+    ``lake.JOIN_FILTER_OPTIMIZERS``) the optimizer stays off for the rest of the process,
+    and maintenance runs in between (which restore what they change) keep it off."""
+    monkeypatch.setattr(lake_module, "_off_for_good", set())
+    bridge.register(lake)
+    lake.execute("CREATE TABLE t AS SELECT range % 3 AS k, range AS v FROM range(10)")
+    plain = "SELECT k, sum(v) AS total FROM lake.main.t GROUP BY k"
+    top = "SELECT k, v FROM lake.main.t ORDER BY v DESC LIMIT 4"
+    for name, sql in (("plain", plain), ("top", top)):
+        assert call(lake, "duckstream_run", model(name, sql=sql))["strategy"] == "initial"
+    assert "join_filter_pushdown" not in disabled_optimizers(lake)
+    call(lake, "duckstream_consistency_sql", model("plain"))
+    assert "join_filter_pushdown" not in disabled_optimizers(lake)
+    check = call(lake, "duckstream_consistency_sql", model("top"))["sql"]
+    assert "join_filter_pushdown" in disabled_optimizers(lake)
+    lake.execute("INSERT INTO t VALUES (1, 100)")
+    for name, sql in (("plain", plain), ("top", top)):
+        assert call(lake, "duckstream_run", model(name, sql=sql))["strategy"] == "incremental"
+    assert "join_filter_pushdown" in disabled_optimizers(lake)
+    assert lake.execute(check).fetchall() == []
 
 
 def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:
