@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dbt_duckstream import ConfigurationError
+from dbt_duckstream import ConfigurationError, UnsupportedSQLError
+from dbt_duckstream.compiler import parse_table
 from dbt_duckstream.runtime import decide, preimages, runlog
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
@@ -182,6 +183,25 @@ def test_changed_model_sql_rebuilds(model, lake):
 def test_full_refresh_rebuilds(model):
     assert model.refresh(full_refresh=True).strategy == "rebuild"
     model.assert_consistent()
+
+
+def test_sql_duckdb_cannot_plan_is_rejected_when_the_model_is_built(lake):
+    """DuckDB 1.5.5 binds but cannot plan a correlated subquery over a FULL JOIN with a
+    recursive CTE: the tree could maintain it, but nothing could recompute it."""
+    lake.execute("CREATE TABLE t (k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO t VALUES (1, 10), (2, 5)")
+    steps = (
+        "WITH RECURSIVE p(n, i) AS (SELECT v, 0 FROM t UNION SELECT n + 1, i + 1 FROM p "
+        "WHERE i < 2) SELECT n, i FROM p"
+    )
+    sql = (
+        f"SELECT k FROM t WHERE NOT EXISTS (SELECT * FROM (SELECT a.k, b.n FROM t AS a "
+        f"FULL OUTER JOIN ({steps}) AS b ON a.v = b.n) AS p WHERE p.n = t.k)"
+    )
+    with pytest.raises(UnsupportedSQLError, match="SQL that DuckDB itself cannot run") as raised:
+        Model(lake, "m", sql).refresh()
+    assert "Unsupported join type for flattening correlated subquery" in str(raised.value)
+    assert lake_module.table_id(lake, parse_table("m", "lake", "main")) is None
 
 
 def test_a_crash_mid_run_leaves_model_and_cursor_as_they_were(model, lake, monkeypatch):

@@ -110,6 +110,12 @@ class IVMPlan:
         ctx.statement(f"INSERT INTO {self.target.sql()} {rows_sql}")
         return [*model, *ctx.statements]
 
+    def pinned_query(self, snapshots: Snapshots) -> str:
+        """The model's own SQL with its sources read at the new snapshot."""
+        versions = {s.key: snapshots[s.catalog][1] for s in self.sources}
+        catalog, db = self.default_schema
+        return pinned_sql(self.sql, catalog, db, versions)
+
     def refill_sql(self, snapshots: Snapshots) -> list[str]:
         """Statements that refill the model's existing table at the new snapshot with the
         model's own SQL, and drop its state tables.
@@ -121,11 +127,9 @@ class IVMPlan:
         worse than the SQL it came from). A later run that maintains builds the state first
         (its tables are missing), so no maintenance ever retracts a row this query wrote
         unless the model keeps no state (every row then is a function of its inputs)."""
-        versions = {s.key: snapshots[s.catalog][1] for s in self.sources}
-        catalog, db = self.default_schema
         return [
             f"DELETE FROM {self.target.sql()}",
-            f"INSERT INTO {self.target.sql()} {pinned_sql(self.sql, catalog, db, versions)}",
+            f"INSERT INTO {self.target.sql()} {self.pinned_query(snapshots)}",
             *(f"DROP TABLE IF EXISTS {table.sql()}" for table in self.state_tables),
         ]
 

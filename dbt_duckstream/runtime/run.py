@@ -483,12 +483,27 @@ def _drop_state_tables(
             con.execute(f"DROP TABLE IF EXISTS {table.sql()}")
 
 
+def _check_duckdb_plans(con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision) -> None:
+    """Reject, when the model is built, SQL that binds but that DuckDB cannot plan (some
+    correlated subqueries): the operator tree could maintain it, but nothing could ever
+    recompute it, so neither a rebuild chosen for cost nor ``ivm_consistent`` could run, and
+    a ``table`` materialization of the same SQL fails the same way."""
+    try:
+        con.execute(f"EXPLAIN {plan.pinned_query(decision.windows)}")
+    except duckdb.NotImplementedException as error:
+        raise UnsupportedSQLError(
+            "SQL that DuckDB itself cannot run",
+            f"{error}; a table materialization of the model fails the same way",
+        ) from error
+
+
 def _rebuild(
     con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, result: RunResult
 ) -> None:
     if decision.refills:
         result.statements = plan.refill_sql(decision.windows)
     else:
+        _check_duckdb_plans(con, plan, decision)
         _drop_view_in_the_way(con, plan.target)
         _drop_state_tables(con, plan.target, keep=set(plan.state_tables))
         result.statements = plan.build_sql(decision.windows)
