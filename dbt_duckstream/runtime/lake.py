@@ -150,10 +150,15 @@ def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, s
 
 
 def is_ducklake(con: duckdb.DuckDBPyConnection, catalog: str) -> bool:
-    row = con.execute(
-        "SELECT type FROM duckdb_databases() WHERE database_name = ?", [catalog]
-    ).fetchone()
-    return bool(row) and row[0] == "ducklake"
+    return catalog in ducklake_catalogs(con)
+
+
+def ducklake_catalogs(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The attached DuckLake catalogs, in one query (a model checks all its catalogs)."""
+    rows = con.execute(
+        "SELECT database_name FROM duckdb_databases() WHERE type = 'ducklake'"
+    ).fetchall()
+    return {row[0] for row in rows}
 
 
 def current_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
@@ -365,6 +370,10 @@ def disable_for_good(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> No
 def optimizers_off(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Generator[None]:
     """Disable ``names`` while the block runs, then restore the instance's setting."""
     global _guard_users, _guard_restore, _guard_pending
+    names = tuple(names)
+    if not names:  # most models' SQL: no statement (a pending restore waits for the next block)
+        yield
+        return
     with _guard:
         current = _disabled(con)
         if _guard_users == 0 and not _guard_pending:

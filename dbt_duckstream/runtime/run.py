@@ -28,13 +28,13 @@ from .feeds import Feed, FeedRequest, held
 from .lake import (
     current_snapshot,
     describe,
+    ducklake_catalogs,
     feed_safe_optimizers,
     is_ducklake,
     live_rows,
     metadata_catalog,
     read_columns,
     sound_optimizers,
-    table_id,
     table_ids,
     table_names,
     transaction,
@@ -87,20 +87,24 @@ def prepare(
     """Compile model SQL against the live catalog: source schemas and exact output types."""
     sql = bare_statement(sql)
     target_ref = parse_table(target, catalog, db) if isinstance(target, str) else target
-    if not is_ducklake(con, target_ref.catalog):
+    lakes = ducklake_catalogs(con)
+    if target_ref.catalog not in lakes:
         raise ConfigurationError(
             f"model {target_ref.key} must live in a DuckLake catalog, so that its rows and its "
             "cursors commit as one snapshot: materialize it in the attached DuckLake "
             "(dbt: set the profile's database, or the model's database, to the DuckLake alias)"
         )
-    schema: Schema = {}
-    for source in source_tables(sql, catalog, db):
-        if not is_ducklake(con, source.catalog):
+    sources = source_tables(sql, catalog, db)
+    for source in sources:
+        if source.catalog not in lakes:
             raise ConfigurationError(
                 f"source {source.key} is not in a DuckLake catalog: incremental maintenance "
                 "reads DuckLake's change feed, so attach the source's catalog with ducklake:"
             )
-        if table_id(con, source) is None:
+    ids = table_ids(con, sources)
+    schema: Schema = {}
+    for source in sources:
+        if ids[source.key] is None:
             raise ConfigurationError(f"source table {source.key} does not exist")
         schema.setdefault(source.catalog, {}).setdefault(source.schema, {})[source.name] = dict(
             describe(con, source.sql())
