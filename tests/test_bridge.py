@@ -11,7 +11,7 @@ import pytest
 
 from dbt_duckstream import bridge
 from dbt_duckstream.runtime import lake as lake_module
-from dbt_duckstream.runtime.lake import attach_lake
+from dbt_duckstream.runtime.lake import attach_lake, disabled_optimizers
 
 
 @pytest.fixture
@@ -54,11 +54,6 @@ def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> No
     lake.execute("DELETE FROM m WHERE k = 0")  # the table drifts: the test must see it
     assert lake.execute(check).fetchall() != []
     assert "ducklake_table_deletions" in call(lake, "duckstream_explain", model("m"))["text"]
-
-
-def disabled_optimizers(con: duckdb.DuckDBPyConnection) -> set[str]:
-    row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
-    return {o.strip() for o in str(row[0] if row else "").split(",") if o.strip()}
 
 
 def test_the_consistency_test_of_a_model_that_picks_rows_runs_without_join_filters(

@@ -61,11 +61,7 @@ UNSOUND_OPTIMIZERS = ("top_n_window_elimination",)
 
 
 def disable_unsound_optimizers(con: duckdb.DuckDBPyConnection) -> None:
-    row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
-    current = [o.strip() for o in str(row[0] if row and row[0] else "").split(",") if o.strip()]
-    missing = [o for o in UNSOUND_OPTIMIZERS if o not in current]
-    if missing:
-        con.execute(f"SET disabled_optimizers = {literal(','.join(current + missing))}")
+    _disable(con, disabled_optimizers(con), UNSOUND_OPTIMIZERS)
 
 
 #: catalog backends other than a DuckDB file, and the extension each needs
@@ -344,7 +340,8 @@ _guard_pending = False
 _off_for_good: set[str] = set()
 
 
-def _disabled(con: duckdb.DuckDBPyConnection) -> list[str]:
+def disabled_optimizers(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The optimizers the DuckDB instance has off now."""
     row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
     return [o.strip() for o in str(row[0] if row and row[0] else "").split(",") if o.strip()]
 
@@ -361,7 +358,7 @@ def disable_for_good(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> No
     global _guard_restore
     with _guard:
         _off_for_good.update(names)
-        _disable(con, _disabled(con), _off_for_good)
+        _disable(con, disabled_optimizers(con), _off_for_good)
         kept = [o for o in _guard_restore.split(",") if o]
         _guard_restore = ",".join(kept + [o for o in sorted(_off_for_good) if o not in kept])
 
@@ -375,7 +372,7 @@ def optimizers_off(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Gene
         yield
         return
     with _guard:
-        current = _disabled(con)
+        current = disabled_optimizers(con)
         if _guard_users == 0 and not _guard_pending:
             _guard_restore = ",".join(current)
         _disable(con, current, names)
