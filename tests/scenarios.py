@@ -34,11 +34,13 @@ def sql_value(value: object) -> str:
     return repr(value)
 
 
-def create_tables_sql() -> list[str]:
-    return [
-        f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in cols.items())})"
-        for name, cols in TABLES.items()
-    ]
+def create_tables(con) -> None:
+    """The scenario's tables, in one snapshot (a DuckLake commit each would cost an example
+    tens of milliseconds)."""
+    con.execute("BEGIN TRANSACTION")
+    for name, cols in TABLES.items():
+        con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in cols.items())})")
+    con.execute("COMMIT")
 
 
 @st.composite

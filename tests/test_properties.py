@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from .harness import fresh_lake, maintain_through
-from .scenarios import Scenario, create_tables_sql, scenarios
+from .scenarios import Scenario, create_tables, scenarios
 
 #: examples per family of the slow suites (set operations, windows, the rest of SELECT): fewer
 #: in CI than the 200 of the families here; DUCKSTREAM_EXAMPLES sets both
@@ -87,8 +87,7 @@ def run_scenario(scenario: Scenario, views: dict[str, str], catalog: str = ":mem
     with fresh_lake(catalog) as con:
         if scenario.file_backed:
             con.execute("CALL lake.set_option('data_inlining_row_limit', 0)")
-        for statement in create_tables_sql():
-            con.execute(statement)
+        create_tables(con)
         for operation in scenario.initial:
             operation.apply(con)
         maintain_through(con, views, scenario.windows)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from .harness import Model, fresh_lake, maintained
-from .scenarios import Scenario, create_tables_sql, operations, scenarios
+from .scenarios import Scenario, create_tables, operations, scenarios
 from .test_properties import FAMILIES as CORE
 from .test_properties import SLOW_EXAMPLES
 from .test_properties_outer import FAMILIES as OUTER
@@ -50,8 +50,7 @@ def test_rebuilds_chosen_for_cost_interleave_with_maintenance(scenario: Scenario
     with fresh_lake(":memory:") as con:
         if scenario.file_backed:
             con.execute("CALL lake.set_option('data_inlining_row_limit', 0)")
-        for statement in create_tables_sql():
-            con.execute(statement)
+        create_tables(con)
         for operation in scenario.initial:
             operation.apply(con)
         model = Model(con, name, VIEWS[name])

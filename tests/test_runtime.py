@@ -65,6 +65,20 @@ def test_changes_after_the_pinned_snapshot_wait_for_the_next_run(model, lake, mo
     model.assert_consistent()
 
 
+def test_a_read_column_altered_after_the_pin_rebuilds_the_next_run(model, lake, monkeypatch):
+    lake.execute("INSERT INTO t VALUES (3, 1)")
+    pinned = snapshot(lake)
+    lake.execute("ALTER TABLE t ALTER v TYPE BIGINT")  # lands "while the run is going on"
+    monkeypatch.setattr(runtime, "current_snapshot", lambda con, catalog: pinned)
+    assert model.refresh().strategy == "incremental"
+    (cursor,) = runlog.last(lake, model.plan.target).cursors
+    assert ":v:int32" in cursor.columns  # as the run read them, at its pin
+    monkeypatch.undo()
+    result = model.refresh()
+    assert result.strategy == "rebuild" and "columns read from source" in result.reason
+    model.assert_consistent()
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [

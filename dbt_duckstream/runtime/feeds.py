@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Generator, Mapping
@@ -32,7 +33,7 @@ import duckdb
 from ..compiler.operators.scan import source_delta_sql
 from ..sql import TableRef, quote
 from . import preimages
-from .lake import metadata_catalog
+from .lake import BUILTIN, metadata_catalog
 
 CACHE = "_duckstream_feeds"
 #: an entry's estimated bytes per row and column (values, validity and the table's overhead)
@@ -85,10 +86,14 @@ def held(
     """The entries holding each request's delta (by the request's key), kept until the
     block ends."""
     names: list[str] = []
+    lakes: dict[str, str] = {}
     try:
         feeds = {}
         for key, request in requests.items():
-            feeds[key] = shared_feed(con, request)
+            catalog = request.source.catalog
+            if catalog not in lakes:
+                lakes[catalog] = _lake_identity(con, catalog)
+            feeds[key] = shared_feed(con, request, lake=lakes[catalog])
             names.append(feeds[key].name)
         yield feeds
     finally:
@@ -99,10 +104,13 @@ def held(
                     del _holders[name]
 
 
-def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> Feed:
+def shared_feed(
+    con: duckdb.DuckDBPyConnection, request: FeedRequest, *, lake: str | None = None
+) -> Feed:
     """An entry holding the netted delta of (at least) the requested columns, held for the
-    caller (``held`` lets it go)."""
-    lake = _lake_identity(con, request.source.catalog)
+    caller (``held`` lets it go). ``lake`` is the source's lake identity, when known."""
+    if lake is None:
+        lake = _lake_identity(con, request.source.catalog)
     old, new = request.window
     lookup = (
         f"SELECT name, columns, time_travel FROM {_ENTRIES} WHERE lake = ? "
@@ -116,7 +124,7 @@ def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> Feed:
             rows = []
         for name, columns, time_travel in rows:
             if set(request.columns) <= set(columns):
-                con.execute(f"UPDATE {_ENTRIES} SET used = now() WHERE name = ?", [name])
+                con.execute(f"UPDATE {_ENTRIES} SET used = ? WHERE name = ?", [_tick(), name])
                 _holders[name] += 1
                 return Feed(name, time_travel)
     # a second model wanting other columns: read every column the table had throughout
@@ -139,9 +147,10 @@ def shared_feed(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> Feed:
     written = int(created[0]) if created else 0
     size = TABLE_BYTES + written * ROW_BYTES_PER_COLUMN * (len(columns) + 1)
     with _lock:
+        entry = [lake, request.table_id, old, new, list(columns), feed.name, _tick()]
         con.execute(
-            f"INSERT INTO {_ENTRIES} VALUES (?, ?, ?, ?, ?, ?, now(), ?, ?)",
-            [lake, request.table_id, old, new, list(columns), feed.name, feed.time_travel, size],
+            f"INSERT INTO {_ENTRIES} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [*entry, feed.time_travel, size],
         )
         _holders[feed.name] += 1
         _evict(con)
@@ -169,6 +178,12 @@ def _delta_sql(
     return sql, time_travel
 
 
+def _tick() -> int:
+    """When an entry was last used, for eviction: a clock read in Python (``now()`` in SQL
+    would search the default DuckLake for the function, a metadata read per statement)."""
+    return time.monotonic_ns()
+
+
 def _relation(name: str) -> str:
     return f"{quote(CACHE)}.main.{quote(name)}"
 
@@ -178,7 +193,7 @@ def _attach(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(CACHE)}")
     con.execute(
         f"CREATE TABLE IF NOT EXISTS {_ENTRIES} (lake VARCHAR, table_id BIGINT, old BIGINT, "
-        "new BIGINT, columns VARCHAR[], name VARCHAR, used TIMESTAMP WITH TIME ZONE, "
+        "new BIGINT, columns VARCHAR[], name VARCHAR, used BIGINT, "
         "time_travel VARCHAR, bytes BIGINT)"
     )
 
@@ -190,8 +205,9 @@ def _lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
     catalog: DuckLake's ``options()`` costs a transaction of its own, several milliseconds."""
     meta = metadata_catalog(catalog)
     row = con.execute(
-        f"SELECT (SELECT max(value) FROM {meta}.ducklake_metadata WHERE key = 'data_path' "
-        f"AND scope IS NULL), (SELECT min(snapshot_time) FROM {meta}.ducklake_snapshot)"
+        f"SELECT (SELECT {BUILTIN}.max(value) FROM {meta}.ducklake_metadata "
+        f"WHERE key = 'data_path' AND scope IS NULL), "
+        f"(SELECT {BUILTIN}.min(snapshot_time) FROM {meta}.ducklake_snapshot)"
     ).fetchone()
     path, created = row if row else (None, None)
     return f"{path or catalog}@{created}"

@@ -64,6 +64,10 @@ def disable_unsound_optimizers(con: duckdb.DuckDBPyConnection) -> None:
     _disable(con, disabled_optimizers(con), UNSOUND_OPTIMIZERS)
 
 
+#: where DuckDB's built-in functions live: a statement outside a transaction that names one
+#: unqualified, with a DuckLake as the default database, searches the DuckLake first
+BUILTIN = "system.main"
+
 #: catalog backends other than a DuckDB file, and the extension each needs
 CATALOG_EXTENSIONS = {"sqlite:": "sqlite_scanner", "postgres:": "postgres_scanner"}
 
@@ -260,15 +264,27 @@ def snapshot_changes(
 
 
 def read_columns(
-    con: duckdb.DuckDBPyConnection, catalog: str, table: int, columns: tuple[str, ...]
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    table: int,
+    columns: tuple[str, ...],
+    *,
+    at: int | None = None,
 ) -> str:
     """The identity of the columns a model reads from a table: DuckLake's column ids, names
-    and types. A column dropped and added again has a new id; a type change shows too."""
+    and types. A column dropped and added again has a new id; a type change shows too. As of
+    the snapshot ``at`` (a run records them with its pin, and a source may be altered while
+    it runs), else now."""
+    if at is None:
+        live, parameters = "end_snapshot IS NULL", [table]
+    else:
+        live = "begin_snapshot <= ? AND (end_snapshot IS NULL OR end_snapshot > ?)"
+        parameters = [table, at, at]
     rows = con.execute(
         f"SELECT column_id, column_name, column_type FROM {metadata_catalog(catalog)}"
-        ".ducklake_column WHERE table_id = ? AND end_snapshot IS NULL "
+        f".ducklake_column WHERE table_id = ? AND {live} "
         "AND parent_column IS NULL ORDER BY column_order",
-        [table],
+        parameters,
     ).fetchall()
     return ",".join(f"{cid}:{name}:{type_}" for cid, name, type_ in rows if name in columns)
 
@@ -341,8 +357,11 @@ _off_for_good: set[str] = set()
 
 
 def disabled_optimizers(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The optimizers the DuckDB instance has off now."""
-    row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
+    """The optimizers the DuckDB instance has off now.
+
+    The function is named with its catalog: looked up by name while a DuckLake is the default
+    database, it would start a DuckLake transaction (a metadata read, about 1 ms) to search it."""
+    row = con.execute(f"SELECT {BUILTIN}.current_setting('disabled_optimizers')").fetchone()
     return [o.strip() for o in str(row[0] if row and row[0] else "").split(",") if o.strip()]
 
 

@@ -348,13 +348,30 @@ def _record(
                 return previous.rows + int((net[0] if net else 0) or 0)
         return live_rows(con, source, pinned[source.catalog])[0]
 
+    def columns(source: TableRef, tid: int | None) -> str:
+        """The columns the model reads from the source, as they were at the pin: the recorded
+        ones when the window, seen whole, did not alter the same table; read otherwise."""
+        if tid is None:
+            return ""
+        previous = situation.cursors.get(source.key)
+        if (
+            not built
+            and previous
+            and previous.columns
+            and previous.table_id == tid
+            and source.key not in situation.changes.altered
+            and source.catalog not in situation.changes.expired
+        ):
+            return previous.columns
+        return read_columns(con, source.catalog, tid, reads[source.key], at=pinned[source.catalog])
+
     cursors = tuple(
         runlog.Cursor(
             s.key,
             s.catalog,
             tid := ids[s.key],
             pinned[s.catalog],
-            read_columns(con, s.catalog, tid, reads[s.key]) if tid is not None else "",
+            columns(s, tid),
             s.schema,
             s.name,
             rows(s),
