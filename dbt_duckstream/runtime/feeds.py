@@ -147,10 +147,19 @@ def shared_feed(
     written = int(created[0]) if created else 0
     size = TABLE_BYTES + written * ROW_BYTES_PER_COLUMN * (len(columns) + 1)
     with _lock:
-        entry = [lake, request.table_id, old, new, list(columns), feed.name, _tick()]
         con.execute(
             f"INSERT INTO {_ENTRIES} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [*entry, feed.time_travel, size],
+            [
+                lake,
+                request.table_id,
+                old,
+                new,
+                list(columns),
+                feed.name,
+                _tick(),
+                feed.time_travel,
+                size,
+            ],
         )
         _holders[feed.name] += 1
         _evict(con)

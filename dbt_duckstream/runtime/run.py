@@ -26,6 +26,7 @@ from . import runlog
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
 from .lake import (
+    BUILTIN,
     current_snapshot,
     describe,
     ducklake_catalogs,
@@ -130,7 +131,7 @@ def prepare(
 @contextmanager
 def using(con: duckdb.DuckDBPyConnection, catalog: str, db: str) -> Generator[None]:
     """Resolve unqualified names in ``catalog``.``db`` for a while, as the model's SQL expects."""
-    row = con.execute("SELECT current_database(), current_schema()").fetchone()
+    row = con.execute(f"SELECT {BUILTIN}.current_database(), {BUILTIN}.current_schema()").fetchone()
     assert row is not None
     con.execute(f"USE {quote(catalog)}.{quote(db)}")
     try:
