@@ -194,12 +194,21 @@ def sqlite_write_turn(
         yield
 
 
-def sqlite_catalogs(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The files of the SQLite catalogs of the DuckLakes attached to ``con``."""
+def ducklake_paths(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The catalog location of each DuckLake attached to ``con``, by alias."""
     rows = con.execute(
-        "SELECT path FROM duckdb_databases() WHERE type = 'ducklake' AND path LIKE 'sqlite:%'"
+        "SELECT database_name, path FROM duckdb_databases() WHERE type = 'ducklake'"
     ).fetchall()
-    return sorted({str(path).removeprefix("sqlite:") for (path,) in rows})
+    return {name: str(path) for name, path in rows}
+
+
+def sqlite_catalogs(
+    con: duckdb.DuckDBPyConnection, paths: dict[str, str] | None = None
+) -> list[str]:
+    """The files of the SQLite catalogs of the DuckLakes attached to ``con`` (``paths``:
+    their locations, when the caller has read them already)."""
+    paths = ducklake_paths(con) if paths is None else paths
+    return sorted({p.removeprefix("sqlite:") for p in paths.values() if p.startswith("sqlite:")})
 
 
 @contextmanager

@@ -178,11 +178,13 @@ def test_a_refresh_that_loses_a_race_reruns_with_a_new_pin(
     applied: list[str] = []
     original = runtime_run.apply_statement
 
-    def apply_while_another_process_commits(c: duckdb.DuckDBPyConnection, statement: str) -> None:
+    def apply_while_another_process_commits(
+        c: duckdb.DuckDBPyConnection, statement: str
+    ) -> duckdb.DuckDBPyConnection:
         if not applied:
             other.execute("INSERT INTO lake.t VALUES (8, 8)")
         applied.append(statement)
-        original(c, statement)
+        return original(c, statement)
 
     monkeypatch.setattr(runtime_run, "apply_statement", apply_while_another_process_commits)
     with caplog.at_level(logging.WARNING, logger="dbt_duckstream"):

@@ -6,7 +6,7 @@ import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError
 from dbt_duckstream.compiler import parse_table
-from dbt_duckstream.runtime import decide, preimages, runlog
+from dbt_duckstream.runtime import decide, inlining, preimages, runlog
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
 from dbt_duckstream.runtime.runlog import PastRun
@@ -216,6 +216,8 @@ def test_sql_duckdb_cannot_plan_is_rejected_when_the_model_is_built(lake):
         Model(lake, "m", sql).refresh()
     assert "Unsupported join type for flattening correlated subquery" in str(raised.value)
     assert lake_module.table_id(lake, parse_table("m", "lake", "main")) is None
+    # the build wrote without inlining (``inlining``); its failure left the session as it was
+    assert lake.execute(f"SELECT current_setting('{inlining.SETTING}')").fetchone() == (10,)
 
 
 def test_a_crash_mid_run_leaves_model_and_cursor_as_they_were(model, lake, monkeypatch):
@@ -228,7 +230,7 @@ def test_a_crash_mid_run_leaves_model_and_cursor_as_they_were(model, lake, monke
     def crash_on_insert(con, statement):
         if statement.startswith("INSERT INTO"):
             raise RuntimeError("simulated crash")
-        real(con, statement)
+        return real(con, statement)
 
     monkeypatch.setattr(runtime, "apply_statement", crash_on_insert)
     with pytest.raises(RuntimeError, match="simulated crash"):

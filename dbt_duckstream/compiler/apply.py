@@ -13,7 +13,10 @@ Matching a retracted row by its values is exact because every value the delta ca
 either read from a table (a source at a snapshot, an operator's state) or computed from such
 values, row by row, by the same expressions that computed the stored row. The values that a
 recomputation would not reproduce bit for bit (floating-point sums, averages, ...) come from
-aggregate state tables, never from a second evaluation of the aggregate.
+aggregate state tables, never from a second evaluation of the aggregate. And the model's
+tables hold the values the runs computed, bit for bit: DuckLake's inlined rows could store a
+float one bit off, so the runtime writes them without inlining (``runtime/inlining.py``), and
+checks that every delete removes as many rows as the delta retracts.
 """
 
 from __future__ import annotations
@@ -28,20 +31,23 @@ from .render import MULT
 class Maintenance:
     """The statements of one maintenance run, in the order they run.
 
-    ``build`` leaves the model's consolidated delta in a temporary table; ``apply`` writes it to
-    the model (skipped when the delta is empty); ``always`` updates state that changes even when
-    the model's rows do not; ``cleanup`` drops the temporary tables.
+    ``build`` leaves the model's consolidated delta in a temporary table; ``delete`` and
+    ``insert`` write it to the model (skipped when the delta is empty; ``delete`` returns the
+    number of rows it deleted, which is the number of rows the delta retracts when the model
+    holds what its runs wrote); ``always`` updates state that changes even when the model's
+    rows do not; ``cleanup`` drops the temporary tables.
     """
 
     build: list[str]
-    apply: list[str]
+    delete: str
+    insert: str
     #: the temporary table ``build`` leaves the consolidated delta in
     delta_table: str
     always: list[str] = field(default_factory=list)
     cleanup: list[str] = field(default_factory=list)
 
     def all(self) -> list[str]:
-        return [*self.build, *self.apply, *self.always, *self.cleanup]
+        return [*self.build, self.delete, self.insert, *self.always, *self.cleanup]
 
 
 def delete_sql(target: str, columns: tuple[str, ...], keys: tuple[str, ...] | None, delta: str):

@@ -22,7 +22,7 @@ from .render import MULT, Mode, RenderContext
 from .tree import Schema, build_tree
 
 #: bumped whenever generated SQL or state changes meaning: maintained tables then rebuild once
-PLAN_FORMAT = 2
+PLAN_FORMAT = 3
 
 #: the prefix of every state table of a model (``<prefix><model>_<node>``)
 STATE_PREFIX = "_duckstream_state_"
@@ -167,10 +167,8 @@ class IVMPlan:
         target = self.target.sql()
         return Maintenance(
             build=ctx.statements,
-            apply=[
-                delete_sql(target, self.columns, self.key_columns, consolidated),
-                insert_sql(target, self.columns, consolidated),
-            ],
+            delete=delete_sql(target, self.columns, self.key_columns, consolidated),
+            insert=insert_sql(target, self.columns, consolidated),
             delta_table=consolidated,
             always=ctx.writes,
             cleanup=ctx.cleanup(),

@@ -20,11 +20,12 @@ from ..compiler import STATE_PREFIX, IVMPlan, Schema, compile_ivm, parse_table, 
 from ..compiler.operators.scan import AMBIGUOUS_ROWIDS
 from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
-from ..retry import LOGGER, retrying, sqlite_catalogs
+from ..retry import LOGGER, ducklake_paths, retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, literal, quote
 from . import runlog
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
+from .inlining import exact_floats, holds_floats, restored, rounds_inlined_floats
 from .lake import (
     BUILTIN,
     current_snapshot,
@@ -176,7 +177,7 @@ def refresh(
         return situation, decide(situation)
 
     def carried_out(situation: Situation, decision: Decision, feeds: dict[str, str]) -> RunResult:
-        result = execute(con, plan, decision, situation, feeds)
+        result = execute(con, plan, decision, situation, feeds, lake_path=lake_path)
         if result.strategy != Strategy.UNCHANGED or decision.advance:
             result.seconds = time.perf_counter() - started
             registered = result.strategy != Strategy.UNCHANGED and not decision.refills
@@ -185,7 +186,6 @@ def refresh(
         return result
 
     def run() -> RunResult:
-        files = sqlite_catalogs(con)
         try:
             return decided_and_carried_out(files)
         except _NoRunLog:
@@ -194,18 +194,24 @@ def refresh(
         except runlog.OutdatedRunLog:
             runlog.upgrade(con, plan.target)
             return run()
+        except UnmatchedRetractions as error:
+            return rebuilt(files, f"{error} (it held rows its runs did not write as they are)")
         except duckdb.Error as error:
             if AMBIGUOUS_ROWIDS not in str(error):
                 raise
-            reason = (
+            return rebuilt(
+                files,
                 f"{str(error).split(AMBIGUOUS_ROWIDS)[-1].strip()} has two live rows under one "
                 "row id (DuckLake committed rows inserted and updated in one transaction under "
-                "transaction-local ids), so its change feed cannot say which row changed"
+                "transaction-local ids), so its change feed cannot say which row changed",
             )
-            LOGGER.warning("incremental_ivm %s rebuilds: %s", plan.target.key, reason)
-            with transaction(con, sqlite=files):
-                situation, _ = decided()
-                return carried_out(situation, situation.rebuild(reason), {})
+
+    def rebuilt(files: list[str], reason: str) -> RunResult:
+        """The run, abandoned, taken again as a rebuild."""
+        LOGGER.warning("incremental_ivm %s rebuilds: %s", plan.target.key, reason)
+        with transaction(con, sqlite=files):
+            situation, _ = decided()
+            return carried_out(situation, situation.rebuild(reason), {})
 
     def decided_and_carried_out(files: list[str]) -> RunResult:
         if files:
@@ -231,9 +237,11 @@ def refresh(
                 _check_no_run_since(con, plan.target, situation)
                 return carried_out(situation, decision, feeds)
 
+    paths = ducklake_paths(con)
+    files, lake_path = sqlite_catalogs(con, paths), paths.get(plan.target.catalog)
     # a run that loses a commit race to another writer (or to another run of the same model)
     # reruns whole: new pin, new decision
-    with sound_optimizers(con, plan.sql):
+    with sound_optimizers(con, plan.sql), restored(con):
         result = retrying(run, f"incremental_ivm {plan.target.key}")
     result.seconds = time.perf_counter() - started
     return result
@@ -309,15 +317,23 @@ def execute(
     decision: Decision,
     situation: Situation,
     feeds: dict[str, str] | None = None,
+    *,
+    lake_path: str | None = None,
 ) -> RunResult:
-    """Carry a decision out, inside the run's transaction."""
+    """Carry a decision out, inside the run's transaction; ``lake_path``: where the model's
+    DuckLake keeps its catalog (``inlining``)."""
     result = RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
     if decision.strategy is Strategy.UNCHANGED:
         return result
-    if decision.strategy is Strategy.INCREMENTAL:
-        _maintain(con, plan, decision, result, feeds or {})
-    else:
-        _rebuild(con, plan, decision, result)
+    building = decision.strategy is not Strategy.INCREMENTAL
+    tables = [plan.target, *plan.state_tables]
+    new = building or any(situation.ids.get(t.key) is None for t in tables)
+    exact = rounds_inlined_floats(lake_path) and (new or holds_floats(con, tables))
+    with exact_floats(con, exact):
+        if building:
+            _rebuild(con, plan, decision, result)
+        else:
+            _maintain(con, plan, decision, result, feeds or {})
     return result
 
 
@@ -471,16 +487,30 @@ def _maintain(
     ).fetchone()
     assert row is not None
     result.rows_inserted, result.rows_deleted = int(row[0]), int(row[1])
-    for statement in maintenance.apply if (result.rows_inserted or result.rows_deleted) else []:
-        apply_statement(con, statement)
+    if result.rows_inserted or result.rows_deleted:
+        row = apply_statement(con, maintenance.delete).fetchone()
+        deleted = int(row[0]) if row else 0
+        if deleted != result.rows_deleted:
+            raise UnmatchedRetractions(
+                f"it found {deleted} of the {result.rows_deleted} rows its maintenance "
+                f"retracts in {plan.target.key}"
+            )
+        apply_statement(con, maintenance.insert)
     for statement in [*maintenance.always, *maintenance.cleanup]:
         apply_statement(con, statement)
     result.statements = maintenance.all()
 
 
-def apply_statement(con: duckdb.DuckDBPyConnection, statement: str) -> None:
+class UnmatchedRetractions(Exception):
+    """A maintenance run did not find, in the model, every row it retracts (matched by
+    value): the model does not hold what its last run wrote (a float stored one bit off by
+    an inlining limit set on the lake, see ``inlining``; a write by another hand), so the run
+    applies nothing and rebuilds instead."""
+
+
+def apply_statement(con: duckdb.DuckDBPyConnection, statement: str) -> duckdb.DuckDBPyConnection:
     """Execute one statement that writes the model (a seam for crash tests)."""
-    con.execute(statement)
+    return con.execute(statement)
 
 
 def _drop_view_in_the_way(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:

@@ -20,7 +20,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError
-from ..retry import retrying
+from ..retry import ducklake_paths, retrying
+from ..runtime.inlining import exact_floats, holds_floats, rounds_inlined_floats
 from ..runtime.lake import transaction
 from ..sql import literal, quote
 from .options import LakeOptions
@@ -220,10 +221,16 @@ class DuckLakeWriter(DataSourceArrowWriter):
         values = ", ".join(f"c.{quote(c)}" for c in columns)
         upserts = f"(SELECT * FROM _duckstream_changes WHERE lower({op}) <> 'delete')"
         matched = f"WHEN MATCHED THEN UPDATE SET {assignments} " if assignments else ""
-        con.execute(
-            f"MERGE INTO {table} AS t USING {upserts} AS c ON {on} "
-            f"{matched}WHEN NOT MATCHED THEN INSERT ({column_list}) VALUES ({values})"
+        # a small merge's rows would be inlined, its floats stored one bit off (``inlining``)
+        lake = self.options.table
+        exact = rounds_inlined_floats(ducklake_paths(con).get(lake.catalog)) and holds_floats(
+            con, [lake]
         )
+        with exact_floats(con, exact):
+            con.execute(
+                f"MERGE INTO {table} AS t USING {upserts} AS c ON {on} "
+                f"{matched}WHEN NOT MATCHED THEN INSERT ({column_list}) VALUES ({values})"
+            )
         con.execute(
             f"DELETE FROM {table} AS t USING _duckstream_changes AS c "
             f"WHERE lower(c.{op}) = 'delete' AND {on}"
