@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError
@@ -240,6 +241,34 @@ def test_a_crash_mid_run_leaves_model_and_cursor_as_they_were(model, lake, monke
     monkeypatch.undo()
     result = model.refresh()
     assert (result.strategy, result.rows_deleted) == ("incremental", 2)
+    model.assert_consistent()
+
+
+def test_a_retried_run_leaves_the_session_inlining_as_it_was(lake, monkeypatch):
+    """An attempt that fails while its writes run without inlining (``inlining``) leaves the
+    setting at 0; a retry whose writes keep inlining must not leave it so."""
+    lake.execute("CREATE TABLE r (id INTEGER, x DOUBLE)")
+    lake.execute("INSERT INTO r VALUES (1, 0.5)")
+    model = Model(lake, "m", "SELECT id, x / 3 AS y FROM r")
+    model.refresh()
+    lake.execute("DELETE FROM r")
+    real, failed, asked = runtime.apply_statement, [], []
+
+    def conflict_once(con, statement):
+        if not failed:
+            failed.append(statement)
+            raise duckdb.TransactionException("Transaction conflict - simulated")
+        return real(con, statement)
+
+    def floats_the_first_time(con, tables):
+        asked.append(tables)
+        return len(asked) == 1
+
+    monkeypatch.setattr(runtime, "apply_statement", conflict_once)
+    monkeypatch.setattr(runtime, "holds_floats", floats_the_first_time)
+    assert model.refresh().strategy == "incremental"
+    assert failed and len(asked) == 2
+    assert lake.execute(f"SELECT current_setting('{inlining.SETTING}')").fetchone() == (10,)
     model.assert_consistent()
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import duckdb
 
@@ -75,10 +75,13 @@ def exact_floats(con: duckdb.DuckDBPyConnection, needed: bool = True) -> Generat
 
 @contextmanager
 def restored(con: duckdb.DuckDBPyConnection) -> Generator[None]:
-    """Around a run and its transactions: a run that fails leaves the session's inlining
-    as it found it."""
+    """Around a run and its transactions: the session's inlining as the run found it, also
+    after a failed attempt (retried or not) left it at 0."""
+    reset = f"RESET SESSION {SETTING}"
     try:
         yield
     except BaseException:
-        con.execute(f"RESET SESSION {SETTING}")
+        with suppress(duckdb.Error):  # the run's own error says more than this one would
+            con.execute(reset)
         raise
+    con.execute(reset)
