@@ -30,6 +30,9 @@ FAMILIES: dict[str, dict[str, str]] = {
         "p_filter": "SELECT k, g, x FROM r WHERE v BETWEEN 0 AND 4 AND g IN ('a', 'b')",
         "p_nulls": "SELECT k, v FROM r WHERE g IS NULL OR x IS NOT NULL",
         "p_like": "SELECT g, v FROM r WHERE g LIKE 'i%' OR NOT (v < 2)",
+        # quotients whose shortest decimal DuckDB read back one bit off from DuckLake's
+        # inlined rows (``runtime/inlining.py``): 1 / 11, 1.25 / 11, ...
+        "p_ratio": "SELECT id, v / 11 AS v11, x / 11 AS x11 FROM r",
     },
     "joins": {
         "j_two": "SELECT r.id, r.v, s.name FROM r JOIN s ON r.k = s.k",
@@ -38,6 +41,7 @@ FAMILIES: dict[str, dict[str, str]] = {
         "j_self": "SELECT a.id AS a_id, b.id AS b_id FROM r a JOIN r b ON a.k = b.k AND a.g = b.g",
         "j_comma": "SELECT s.name, t.z FROM s, t WHERE s.k = t.k AND t.z > 0",
         "j_using": "SELECT k, name, z FROM s JOIN t USING (k)",
+        "j_ratio": "SELECT r.id, s.name, r.v / 11 AS v11 FROM r JOIN s ON r.k = s.k",
         "j_six": "SELECT r.id, s.name, t.z, s2.w, t2.z AS z2, r2.g FROM r "
         "JOIN s ON r.k = s.k JOIN t ON t.k = r.k JOIN s AS s2 ON s2.k = t.z "
         "JOIN t AS t2 ON t2.k = s2.w JOIN r AS r2 ON r2.k = t2.z",
