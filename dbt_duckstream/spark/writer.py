@@ -21,7 +21,7 @@ from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError
 from ..retry import ducklake_paths, retrying
-from ..runtime.inlining import exact_floats, holds_floats, rounds_inlined_floats
+from ..runtime.inlining import exact_floats, is_float_type, rounds_inlined_floats
 from ..runtime.lake import transaction
 from ..sql import literal, quote
 from .options import LakeOptions
@@ -221,11 +221,11 @@ class DuckLakeWriter(DataSourceArrowWriter):
         values = ", ".join(f"c.{quote(c)}" for c in columns)
         upserts = f"(SELECT * FROM _duckstream_changes WHERE lower({op}) <> 'delete')"
         matched = f"WHEN MATCHED THEN UPDATE SET {assignments} " if assignments else ""
-        # a small merge's rows would be inlined, its floats stored one bit off (``inlining``)
-        lake = self.options.table
-        exact = rounds_inlined_floats(ducklake_paths(con).get(lake.catalog)) and holds_floats(
-            con, [lake]
-        )
+        # a small merge's rows would be inlined, its floats stored one bit off (``inlining``);
+        # the table's column types are the DataFrame's (``check_schema``)
+        path = ducklake_paths(con).get(self.options.table.catalog)
+        floats = any(is_float_type(kind) for kind in self.table_columns.values())
+        exact = rounds_inlined_floats(path) and floats
         with exact_floats(con, exact):
             con.execute(
                 f"MERGE INTO {table} AS t USING {upserts} AS c ON {on} "
