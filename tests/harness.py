@@ -18,7 +18,11 @@ from dbt_duckstream.runtime.lake import attach_lake, describe
 from .crash_report import record_example
 
 #: one DuckDB instance per test process for in-memory lakes: DuckLake loads once, and each
-#: lake is attached to a cursor of it (its own client context) and detached afterwards
+#: lake is attached to a cursor of it (its own client context) and detached afterwards. It
+#: runs one thread: its lakes hold a few rows, which no plan splits over threads, and the idle
+#: threads of each pytest worker's instance competed for the machine's cores (a quarter of the
+#: property families' time on two cores); the scale families run four threads on lakes of
+#: their own
 _instance: duckdb.DuckDBPyConnection | None = None
 
 
@@ -34,7 +38,7 @@ def fresh_lake(catalog: str | None = None) -> Iterator[duckdb.DuckDBPyConnection
     directory = Path(tempfile.mkdtemp(prefix="duckstream-test-"))
     shared = catalog == ":memory:"
     if shared and _instance is None:
-        _instance = duckdb.connect()
+        _instance = duckdb.connect(config={"threads": 1})
     con = _instance.cursor() if shared and _instance is not None else duckdb.connect()
     try:
         attach_lake(con, catalog or f"{directory}/lake.ducklake", data_path=f"{directory}/data")

@@ -6,18 +6,12 @@ over its views while each stays a full initial build plus several maintenance wi
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from .harness import fresh_lake, maintain_through
 from .scenarios import Scenario, create_tables, scenarios
-
-#: examples per family of the slow suites (set operations, windows, the rest of SELECT): fewer
-#: in CI than the 200 of the families here; DUCKSTREAM_EXAMPLES sets both
-SLOW_EXAMPLES = int(os.environ.get("DUCKSTREAM_EXAMPLES", "60"))
 
 FAMILIES: dict[str, dict[str, str]] = {
     "project_filter": {

@@ -6,18 +6,14 @@ churn (``churn``) is mixed into them: every row of a key deleted from two tables
 snapshot, a key's match count going 0 -> n -> 0 within one window (and across windows, as
 later operations bring it back), rows moved from one key to another. The key domain is small
 (0..3 and NULL), so matches come and go all the time.
-
-A family runs 50 examples by default (``DUCKSTREAM_OUTER_EXAMPLES``, at most
-``DUCKSTREAM_EXAMPLES``), which keeps the four within a few minutes; each has passed 200.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from .scenarios import Operation, Scenario, scenarios, sql_value
@@ -134,9 +130,6 @@ FAMILIES: dict[str, dict[str, str]] = {
 
 _KEY = st.one_of(st.none(), st.integers(0, 3))
 
-EXAMPLES = int(
-    os.environ.get("DUCKSTREAM_OUTER_EXAMPLES", min(50, settings.default.max_examples or 50))
-)
 pytestmark = pytest.mark.slow
 
 
@@ -174,7 +167,6 @@ def churned_scenarios(draw) -> Scenario:
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@settings(max_examples=EXAMPLES)
 @given(scenario=churned_scenarios(), data=st.data())
 def test_maintained_equals_recomputed(family: str, scenario: Scenario, data) -> None:
     name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from .harness import Model, fresh_lake, maintained
 from .scenarios import Scenario, create_tables, operations, scenarios
 from .test_properties import FAMILIES as CORE
-from .test_properties import SLOW_EXAMPLES
 from .test_properties_outer import FAMILIES as OUTER
 from .test_properties_select import FAMILIES as SELECT
 from .test_properties_setops import FAMILIES as SETOPS
@@ -29,11 +28,14 @@ VIEWS = {
     for views in families.values()
     for name, sql in views.items()
 }
+#: a cross-check over every family's views, each of which its own family tests 200 times:
+#: fewer examples (at most DUCKSTREAM_EXAMPLES)
+EXAMPLES = min(60, settings.default.max_examples or 60)
 #: a share every estimate exceeds: the run rebuilds whenever a source changed
 ALWAYS = -1.0
 
 
-@settings(max_examples=SLOW_EXAMPLES)
+@settings(max_examples=EXAMPLES)
 @given(scenario=scenarios(), data=st.data())
 def test_rebuilds_chosen_for_cost_interleave_with_maintenance(scenario: Scenario, data) -> None:
     name = data.draw(st.sampled_from(sorted(VIEWS)), label="view")

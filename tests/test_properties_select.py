@@ -9,11 +9,11 @@ result is the recomputation's.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from .scenarios import Scenario, scenarios
-from .test_properties import SLOW_EXAMPLES, run_scenario
+from .test_properties import run_scenario
 
 pytestmark = [pytest.mark.slow]
 
@@ -86,7 +86,6 @@ FAMILIES: dict[str, dict[str, str]] = {
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@settings(max_examples=SLOW_EXAMPLES)
 @given(scenario=scenarios(), data=st.data())
 def test_maintained_equals_recomputed(family: str, scenario: Scenario, data) -> None:
     name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")
