@@ -16,46 +16,46 @@
    inlined, and the next insert sets bounds that exclude them: DuckDB's statistics
    propagation then prunes existing rows from a recomputation (``WHERE k = 3`` finds none),
    so the oracle recomputed a wrong table and called the right one inconsistent.
-5. A UNION ALL whose right input alone changed produced a delta under the right input's column
+6. A UNION ALL whose right input alone changed produced a delta under the right input's column
    names; a UNION ALL BY NAME whose left input alone changed carried the padded column as an
    untyped NULL, which the model's VARCHAR column could not be matched with.
-6. A recursive CTE reading another CTE put its WITH RECURSIVE after the statement's WITH.
-7. An IN subquery that reads a VALUES list or a table function was rejected as correlated:
+7. A recursive CTE reading another CTE put its WITH RECURSIVE after the statement's WITH.
+8. An IN subquery that reads a VALUES list or a table function was rejected as correlated:
    its columns name the VALUES or function alias, which was not counted as its own (found by
    the random-SQL generator).
-8. A top-N over a join kept a row that never was in the join: in one window a row inserted
+9. A top-N over a join kept a row that never was in the join: in one window a row inserted
    on one side matched a row deleted on the other, so the join's delta asserted and
    retracted the same row; the top-N took the assertion and ignored the retraction of a row
    it did not store (found by the random-SQL generator).
-9. A window without PARTITION BY whose input emptied kept a row of NULLs: DuckDB's
+10. A window without PARTITION BY whose input emptied kept a row of NULLs: DuckDB's
    ``top_n_window_elimination`` turns ``row_number() OVER (ORDER BY ...) <= 1`` into an
    aggregate, which returns one row for an empty input (found by the random-SQL generator).
-10. A window over a top-N with an OFFSET read the top-N's first n + m rows, not its last n:
+11. A window over a top-N with an OFFSET read the top-N's first n + m rows, not its last n:
    the top-N's new rows and its new state were memoized under one name, so whichever was
    rendered first answered for both (found by the random-SQL generator).
-11. A subquery in WHERE or HAVING that reads a derived table with a window function was
+12. A subquery in WHERE or HAVING that reads a derived table with a window function was
    rejected as a window function in WHERE: the check looked inside the subquery, whose
    windows are its own (found by the random-SQL generator).
-12. A parenthesized join whose first item is a derived table, ``a LEFT JOIN ((SELECT ...) AS
+13. A parenthesized join whose first item is a derived table, ``a LEFT JOIN ((SELECT ...) AS
    b JOIN c ON ...) ON ...``, was read as that derived table alone: its joins were dropped
    and the ON condition named a table that was not there (DuckDB's binder error), and in a
    correlated subquery its tables were taken for the outer query's (found by the random-SQL
    generator).
-13. An uncorrelated scalar subquery whose value is an expression over aggregates stood in its
+14. An uncorrelated scalar subquery whose value is an expression over aggregates stood in its
    place unparenthesized: ``w - (SELECT count(v) + 1 FROM r)`` was computed as
    ``w - count + 1`` (found by the random-SQL generator).
-14. A MAX over a join kept a value that never was in the join: in one window a row inserted
+15. A MAX over a join kept a value that never was in the join: in one window a row inserted
    on one side matched a row deleted on the other, so the join's delta asserted and retracted
    the same value in a group that stored no extreme yet; the fold took the assertion, and a
    retraction was compared with the stored extreme only when there was one (found by the
    catalog property test).
-15. A join over a top-N (or a DISTINCT ON) was recomputed with a wrong row now and then, more
+16. A join over a top-N (or a DISTINCT ON) was recomputed with a wrong row now and then, more
    often on a loaded machine: DuckDB 1.5.5 pushes the join's key range into the scan below
    the LIMIT, so the top-N picks other rows whenever the join's build side finishes first
    (duckdb/duckdb#22924). The oracle called right tables wrong, and a rebuild or a
    maintenance query could have been wrong the same way (found by CI: 3 property and fuzz
    failures in one run).
-16. A float that a run computed was stored one bit off: DuckLake with a DuckDB catalog writes
+17. A float that a run computed was stored one bit off: DuckLake with a DuckDB catalog writes
    an inlined insert's values as SQL text, and DuckDB reads ``0.9090909090909091`` back as a
    DECIMAL cast to DOUBLE, ``0.9090909090909092`` (about one value in twenty). A retraction
    then found no row: ``SELECT id, x / 11 FROM r`` kept a deleted row (found by the random-SQL
