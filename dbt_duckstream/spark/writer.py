@@ -223,9 +223,10 @@ class DuckLakeWriter(DataSourceArrowWriter):
         matched = f"WHEN MATCHED THEN UPDATE SET {assignments} " if assignments else ""
         # a small merge's rows would be inlined, its floats stored one bit off (``inlining``);
         # the table's column types are the DataFrame's (``check_schema``)
-        path = ducklake_paths(con).get(self.options.table.catalog)
         floats = any(is_float_type(kind) for kind in self.table_columns.values())
-        exact = rounds_inlined_floats(path) and floats
+        exact = floats and rounds_inlined_floats(
+            ducklake_paths(con).get(self.options.table.catalog)
+        )
         with exact_floats(con, exact):
             con.execute(
                 f"MERGE INTO {table} AS t USING {upserts} AS c ON {on} "
