@@ -83,3 +83,19 @@ def test_set_operations_count_touched_rows() -> None:
     added = plan("SELECT a FROM t UNION ALL SELECT c FROM u")
     assert added.strategies() == {}
     assert full_reads(added.root, CHANGED, ROWS) == 0
+
+
+def _join_delta(sql: str) -> str:
+    maintenance = plan(sql).maintenance({"lake": (1, 2)}, CHANGED)
+    assert maintenance is not None
+    return "\n".join(maintenance.build)
+
+
+def test_a_join_reads_only_the_rows_its_delta_can_match() -> None:
+    # the other input narrowed to the delta's keys, by the ON condition or the WHERE clause
+    narrowed = '(SELECT * FROM "scan2_old" WHERE "a" IN (SELECT "a" FROM "_ivm_m_scan1_delta"))'
+    assert narrowed in _join_delta("SELECT t.b, u.c FROM t JOIN u ON t.a = u.a")
+    assert narrowed in _join_delta("SELECT t.b, u.c FROM t, u WHERE u.a = t.a AND u.c > 1")
+    # no equality between them: nothing to narrow by
+    assert "IN (SELECT" not in _join_delta("SELECT t.b, u.c FROM t JOIN u ON t.a < u.a")
+    assert "IN (SELECT" not in _join_delta("SELECT t.b, u.c FROM t, u WHERE t.a + 1 = u.a")

@@ -415,6 +415,41 @@ def test_the_estimate_counts_only_the_deletions_of_its_window(lake, windows):
     m.assert_consistent()
 
 
+def _estimated_share(reason: str) -> int:
+    return int(reason.split("estimated maintenance cost ")[1].split("%")[0])
+
+
+@pytest.mark.parametrize("inlined", [False, True])
+def test_a_join_estimate_counts_the_files_the_delta_keys_can_meet(lake, inlined):
+    """New keys meet none of the old files of the other input, which the join's narrowed
+    read skips; keys spread over its key range meet every file, which it reads."""
+    lake.execute(f"CALL lake.set_option('data_inlining_row_limit', {100 if inlined else 0})")
+    lake.execute("CREATE TABLE facts (k INTEGER, v INTEGER)")
+    lake.execute("CREATE TABLE dims (k INTEGER, name VARCHAR)")
+    for part in range(3):  # three data files of disjoint key ranges
+        low, high = part * 10_000, (part + 1) * 10_000
+        lake.execute(f"INSERT INTO facts SELECT i, i FROM range({low}, {high}) AS r(i)")
+    lake.execute("INSERT INTO dims SELECT i, 'n' || i FROM range(30_000) AS r(i)")
+    m = Model(lake, "joined", "SELECT d.name, f.v FROM facts AS f JOIN dims AS d ON f.k = d.k")
+    assert m.refresh().strategy == "initial"
+
+    lake.execute("BEGIN")
+    lake.execute("INSERT INTO dims SELECT i, 'n' || i FROM range(30_000, 30_010) AS r(i)")
+    lake.execute("INSERT INTO facts SELECT i, i FROM range(30_000, 30_010) AS r(i)")
+    lake.execute("COMMIT")
+    new_keys = m.refresh(rebuild_above=1.0)
+    assert new_keys.strategy == "incremental"
+    assert _estimated_share(new_keys.reason) == 0, new_keys.reason
+
+    lake.execute("BEGIN")
+    lake.execute("INSERT INTO dims SELECT i, 'n' || i FROM range(30_010, 30_020) AS r(i)")
+    lake.execute("INSERT INTO facts SELECT i * 3_000, i FROM range(10) AS r(i)")  # every file
+    lake.execute("COMMIT")
+    spread = m.refresh(rebuild_above=1.0)
+    assert _estimated_share(spread.reason) >= 5, spread.reason
+    m.assert_consistent()
+
+
 def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
     lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000) AS r(i)")

@@ -32,7 +32,7 @@ deletions, and its snapshot column (a few bytes per deleted row) is read to coun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -44,17 +44,20 @@ from ..compiler import IVMPlan
 from ..compiler.operators import (
     Aggregate,
     CountedSetOperation,
+    Filter,
     Join,
     Operator,
     OuterJoin,
     RecursiveCTE,
     ScalarSubquery,
+    Scan,
     TopN,
     Window,
 )
 from ..compiler.operators.membership import MembershipJoin
 from ..errors import ConfigurationError
 from ..sql import TableRef, literal, quote
+from .key_ranges import NarrowedRead, narrowed_rows
 from .lake import (
     SnapshotChange,
     live_row_counts,
@@ -555,11 +558,17 @@ def estimate(
         deleted_rows += deleted
         cheap_deleted += inlined_deleted
     model_rows = rows.pop(plan.target.key, 0)
+    narrowed: dict[NarrowedRead, int] = {}
+    reads = narrowed_reads(plan.root, changed)
+    for catalog, window in windows.items():
+        prefix = f"{catalog}."
+        mine = {r for r in reads if r.table.startswith(prefix) and r.by_table.startswith(prefix)}
+        narrowed |= narrowed_rows(con, catalog, window, mine, ids)
     return Estimate(
         inserted_rows + deleted_rows + cheap_deleted,
         feed_rows
         + INSERT_WEIGHT * (inserted_rows + deleted_rows + cheap_deleted)
-        + full_reads(plan.root, changed, rows),
+        + full_reads(plan.root, changed, rows, narrowed),
         sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
     )
 
@@ -620,26 +629,60 @@ def estimated_rows(decision: Decision, cursors: Sequence[Cursor], rows_written: 
     return None
 
 
-def full_reads(root: Operator, changed: frozenset[str], rows: dict[str, int]) -> int:
+def narrowed_reads(root: Operator, changed: frozenset[str]) -> set[NarrowedRead]:
+    """The base tables that join terms read narrowed to a changed base table's keys (a scan
+    equated with a changed scan by the join's condition or a filter over it)."""
+    return {read for *_, reads in _join_terms(root, changed) for read in reads}
+
+
+def _join_terms(
+    root: Operator, changed: frozenset[str]
+) -> Iterator[tuple[Join, int, int, tuple[NarrowedRead, ...]]]:
+    """Per join, changing input i and other input j: the narrowed reads j's rows may take."""
+    above = {id(n.child): n.predicate for n in root.walk() if isinstance(n, Filter)}
+    for node in root.walk():
+        if not isinstance(node, Join) or not _changes(node, changed):
+            continue
+        equalities = node.equalities(above.get(id(node)))
+        for i, changing in enumerate(node.children):
+            if not _changes(changing, changed):
+                continue
+            for j, other in enumerate(node.children):
+                if j == i:
+                    continue
+                reads = ()
+                if isinstance(other, Scan) and isinstance(changing, Scan):
+                    reads = tuple(
+                        NarrowedRead(other.table.key, mine, changing.table.key, theirs)
+                        for mine, theirs in equalities.get((j, i), ())
+                    )
+                yield node, i, j, reads
+
+
+def full_reads(
+    root: Operator,
+    changed: frozenset[str],
+    rows: dict[str, int],
+    narrowed: dict[NarrowedRead, int] | None = None,
+) -> int:
     """Rows of inputs read in full by the delta: a join term joins one input's delta with
-    every other input's whole state; an aggregate without a fold recomputes the touched groups
-    from its input at the new snapshot; the padded rows of an outer join, and the rows a semi,
-    anti or mark join judges, are found in the other input's old state and judged over the
-    changed input's old and new states; a scalar subquery's change re-reads its outer rows; a
-    window recomputes its touched partitions from its input at the new snapshot (and at the old
-    one too, without stored rows); a counting set operation counts the touched rows in both
-    inputs; a top-N may rescan its input. A window without PARTITION BY and a recursive CTE
-    recompute everything and store it again."""
+    every other input's whole state, or, where it narrows an input to the delta's keys, with
+    the rows of its files whose key range meets them (``narrowed``, from ``key_ranges``); an
+    aggregate without a fold recomputes the touched groups from its input at the new
+    snapshot; the padded rows of an outer join, and the rows a semi, anti or mark join judges,
+    are found in the other input's old state and judged over the changed input's old and new
+    states; a scalar subquery's change re-reads its outer rows; a window recomputes its touched
+    partitions from its input at the new snapshot (and at the old one too, without stored
+    rows); a counting set operation counts the touched rows in both inputs; a top-N may rescan
+    its input. A window without PARTITION BY and a recursive CTE recompute everything and store
+    it again."""
     total = 0
     for node in root.walk():
         if not _changes(node, changed):
             continue
         if isinstance(node, Join):
-            for i, child in enumerate(node.children):
-                if _changes(child, changed):
-                    others = [c for j, c in enumerate(node.children) if j != i]
-                    total += sum(_rows(c, rows) for c in others)
-        elif isinstance(node, Aggregate) and not node.folds:
+            continue  # below, by term
+        if isinstance(node, Aggregate) and not node.folds:
             total += _rows(node.child, rows)
         elif isinstance(node, OuterJoin):
             left, right = node.children
@@ -667,6 +710,9 @@ def full_reads(root: Operator, changed: frozenset[str], rows: dict[str, int]) ->
             total += sum(_rows(c, rows) for c in node.children)
         elif isinstance(node, RecursiveCTE):
             total += (1 + OUTPUT_WEIGHT) * _rows(node, rows)
+    for node, _, j, reads in _join_terms(root, changed):
+        bounded = [narrowed[r] for r in reads if narrowed and r in narrowed]
+        total += min(bounded) if bounded else _rows(node.children[j], rows)
     return total
 
 

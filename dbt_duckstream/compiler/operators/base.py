@@ -19,6 +19,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
+from sqlglot import exp
+
 from ...sql import TableRef
 from ..render import RenderContext, Side
 
@@ -122,6 +124,11 @@ class Operator(ABC):
             return ctx.cte(f"{self.name}_delta", sql)
 
         return ctx.once(self.node_id, "delta", render)
+
+    def delta_under(self, ctx: RenderContext, predicate: exp.Expr) -> str | None:
+        """This relation's delta where only the rows passing ``predicate`` matter (a filter
+        above applies it): an operator may narrow its inputs by it (a join does)."""
+        return self.delta(ctx)
 
 
 def number(root: Operator) -> None:

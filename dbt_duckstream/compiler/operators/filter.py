@@ -42,7 +42,7 @@ class Filter(Operator):
         return f"SELECT * FROM {self.child.state(ctx, side)} WHERE {expr_sql(self.predicate)}"
 
     def render_delta(self, ctx: RenderContext) -> str | None:
-        child = self.child.delta(ctx)
+        child = self.child.delta_under(ctx, self.predicate)
         if child is None:
             return None
         return f"SELECT * FROM {child} WHERE {expr_sql(self.predicate)}"

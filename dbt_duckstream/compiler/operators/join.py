@@ -10,6 +10,11 @@ after i at the old snapshot; inputs whose delta is empty contribute no term. Thi
 any mix of inserts and deletes on every side (unlike the "subtract the cross-delta" formula),
 and works for equi, non-equi and self joins alike, since ``p`` is applied unchanged.
 
+Each term first narrows the inputs that ``p`` equates with the delta's columns to the rows that
+can match it (``s.k IN (SELECT k FROM delta(r))``, implied by ``p``): a small delta then reads
+only the matching rows of a large input, its zone maps skipping the rest, whatever join order
+the planner picks. The equalities of a WHERE clause over the join narrow it too (``under``).
+
 Output columns are named ``"alias.column"`` so that inputs never collide; an input that is
 itself a join (``alias`` None) already names its columns that way.
 
@@ -77,17 +82,80 @@ class Join(Operator):
         return self._query([i.node.state(ctx, side) for i in self.inputs], None)
 
     def render_delta(self, ctx: RenderContext) -> str | None:
+        return self._terms(ctx, None)
+
+    def delta_under(self, ctx: RenderContext, predicate: exp.Expr) -> str | None:
+        terms = self._terms(ctx, predicate)
+        return f"(\n{terms}\n)" if terms is not None else None
+
+    def equalities(self, above: exp.Expr | None = None) -> Equalities:
+        """Per ordered pair of inputs (narrowed, changing), the columns of each that the
+        join's condition, and ``above`` (the predicate of a filter over the join), equate."""
+        implied = exp.and_(self.condition, above) if self.condition and above else None
+        return _equalities(bind_columns(implied or self.condition or above, self.inputs))
+
+    def _terms(self, ctx: RenderContext, above: exp.Expr | None) -> str | None:
+        """The telescoping terms, each input narrowed to the rows matching the delta by the
+        equalities of the join's condition and of ``above``."""
+        equalities = self.equalities(above)
         terms = []
         for i, changing in enumerate(self.inputs):
             changed = changing.node.delta(ctx)
             if changed is None:
                 continue
             relations = [
-                changed if j == i else other.node.state(ctx, "new" if j < i else "old")
+                changed
+                if j == i
+                else _narrowed(
+                    other.node.state(ctx, "new" if j < i else "old"),
+                    equalities.get((j, i), ()),
+                    changed,
+                )
                 for j, other in enumerate(self.inputs)
             ]
             terms.append(self._query(relations, i))
         return "\nUNION ALL\n".join(terms) if terms else None
+
+
+#: per ordered pair of input positions, pairs of their columns
+Equalities = dict[tuple[int, int], tuple[tuple[str, str], ...]]
+
+
+def _equalities(condition: exp.Expr | None) -> Equalities:
+    """Per ordered pair of inputs (a, b), the columns (of a, of b) that a conjunct ``a.x = b.y``
+    of the bound condition equates."""
+    found: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    if condition is None:
+        return {}
+    for conjunct in condition.flatten() if isinstance(condition, exp.And) else (condition,):
+        if not isinstance(conjunct, exp.EQ):
+            continue
+        left, right = conjunct.this, conjunct.expression
+        if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+            continue
+        a, b = _position(left), _position(right)
+        if a is None or b is None or a == b:
+            continue
+        for pair, columns in (((a, b), (left.name, right.name)), ((b, a), (right.name, left.name))):
+            if columns not in found.setdefault(pair, []):
+                found[pair].append(columns)
+    return {pair: tuple(columns) for pair, columns in found.items()}
+
+
+def _position(column: exp.Column) -> int | None:
+    prefix = input_alias(0)[:-1]
+    number = column.table.removeprefix(prefix)
+    return int(number) if column.table.startswith(prefix) and number.isdigit() else None
+
+
+def _narrowed(relation: str, keys: tuple[tuple[str, str], ...], delta: str) -> str:
+    """``relation`` keeping the rows whose key columns occur in the delta's."""
+    if not keys:
+        return relation
+    tests = " AND ".join(
+        f"{quote(mine)} IN (SELECT {quote(theirs)} FROM {delta})" for mine, theirs in keys
+    )
+    return f"(SELECT * FROM {relation} WHERE {tests})"
 
 
 def input_alias(position: int) -> str:
