@@ -112,6 +112,19 @@ def picks_rows(sql: str) -> bool:
     )
 
 
+def conjuncts(predicate: exp.Expr) -> list[exp.Expr]:
+    """The terms of a conjunction, through nested ANDs and parentheses.
+
+    >>> [c.sql() for c in conjuncts(sqlglot.parse_one("(a = 1 AND (b = 2)) AND c"))]
+    ['a = 1', 'b = 2', 'c']
+    """
+    if isinstance(predicate, exp.And):
+        return [*conjuncts(predicate.this), *conjuncts(predicate.expression)]
+    if isinstance(predicate, exp.Paren):
+        return conjuncts(predicate.this)
+    return [predicate]
+
+
 def expr_sql(expression: exp.Expr) -> str:
     """A sqlglot expression as DuckDB SQL."""
     return expression.sql(dialect="duckdb")

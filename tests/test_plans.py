@@ -96,6 +96,11 @@ def test_a_join_reads_only_the_rows_its_delta_can_match() -> None:
     narrowed = '(SELECT * FROM "scan2_old" WHERE "a" IN (SELECT "a" FROM "_ivm_m_scan1_delta"))'
     assert narrowed in _join_delta("SELECT t.b, u.c FROM t JOIN u ON t.a = u.a")
     assert narrowed in _join_delta("SELECT t.b, u.c FROM t, u WHERE u.a = t.a AND u.c > 1")
+    # inside parentheses, and from a WHERE over a join that has its own condition
+    assert narrowed in _join_delta("SELECT t.b, u.c FROM t JOIN u ON (t.a = u.a)")
+    assert narrowed in _join_delta(
+        "SELECT t.b, u.c FROM t JOIN u ON u.c > 0 WHERE (u.a = t.a) AND t.x > 1"
+    )
     # no equality between them: nothing to narrow by
     assert "IN (SELECT" not in _join_delta("SELECT t.b, u.c FROM t JOIN u ON t.a < u.a")
     assert "IN (SELECT" not in _join_delta("SELECT t.b, u.c FROM t, u WHERE t.a + 1 = u.a")

@@ -41,6 +41,7 @@ from typing import Protocol
 from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
+from ..sql import conjuncts
 from .operators import Aggregate, Filter, JoinInput, Operator
 from .operators.anti_join import AntiJoin
 from .operators.mark_join import MarkJoin
@@ -152,14 +153,6 @@ def _name(name: str) -> exp.Column:
     return exp.column(exp.to_identifier(name, quoted=True))
 
 
-def _conjuncts(predicate: exp.Expr) -> list[exp.Expr]:
-    if isinstance(predicate, exp.And):
-        return [*_conjuncts(predicate.this), *_conjuncts(predicate.expression)]
-    if isinstance(predicate, exp.Paren):
-        return _conjuncts(predicate.this)
-    return [predicate]
-
-
 def _is_aggregate_call(node: exp.Expr) -> bool:
     return isinstance(node, exp.AggFunc) or (
         isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc)
@@ -262,7 +255,7 @@ class Subqueries:
         subquery predicate conjunct is a semi or anti join, then the conjuncts that hold
         subqueries elsewhere filter over the columns their subqueries add."""
         plain, joins, others = [], [], []
-        for conjunct in _conjuncts(predicate):
+        for conjunct in conjuncts(predicate):
             if not has_subquery(conjunct):
                 plain.append(conjunct)
             elif _semi_or_anti(conjunct) is not None:
@@ -562,11 +555,11 @@ def _split(query: exp.Expr, *, allow_outer_select: bool) -> _Correlated:
             name = clause.rstrip("_").upper().replace("GROUP", "GROUP BY")
             raise UnsupportedSQLError(f"correlated subquery with {name}")
     where = query.args.get("where")
-    conjuncts = _conjuncts(where.this) if where is not None else []
+    terms = conjuncts(where.this) if where is not None else []
     correlated_ids: set[int] = set()
     allowed: list[exp.Expr] = list(query.expressions) if allow_outer_select else []
     for column in outer_columns(query):
-        conjunct = next((c for c in conjuncts if _within(column, c)), None)
+        conjunct = next((c for c in terms if _within(column, c)), None)
         if conjunct is not None and not any(
             isinstance(n, exp.Query) for n in conjunct.walk() if n is not conjunct
         ):
@@ -583,8 +576,8 @@ def _split(query: exp.Expr, *, allow_outer_select: bool) -> _Correlated:
         if conjunct is not None:
             raise _refuse_outer(column, "a WHERE condition that holds a subquery")
         raise _refuse_outer(column, "outside its WHERE conditions")
-    local = [c for c in conjuncts if id(c) not in correlated_ids]
-    correlated = [c for c in conjuncts if id(c) in correlated_ids]
+    local = [c for c in terms if id(c) not in correlated_ids]
+    correlated = [c for c in terms if id(c) in correlated_ids]
     names = sources(query)
     inner: dict[str, str] = {}
     for conjunct in correlated:

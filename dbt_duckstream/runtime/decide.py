@@ -632,13 +632,13 @@ def estimated_rows(decision: Decision, cursors: Sequence[Cursor], rows_written: 
 def narrowed_reads(root: Operator, changed: frozenset[str]) -> set[NarrowedRead]:
     """The base tables that join terms read narrowed to a changed base table's keys (a scan
     equated with a changed scan by the join's condition or a filter over it)."""
-    return {read for *_, reads in _join_terms(root, changed) for read in reads}
+    return {read for _, _, reads in _join_terms(root, changed) for read in reads}
 
 
 def _join_terms(
     root: Operator, changed: frozenset[str]
-) -> Iterator[tuple[Join, int, int, tuple[NarrowedRead, ...]]]:
-    """Per join, changing input i and other input j: the narrowed reads j's rows may take."""
+) -> Iterator[tuple[Join, int, tuple[NarrowedRead, ...]]]:
+    """Per join term (a changing input) and other input j: the narrowed reads j may take."""
     above = {id(n.child): n.predicate for n in root.walk() if isinstance(n, Filter)}
     for node in root.walk():
         if not isinstance(node, Join) or not _changes(node, changed):
@@ -656,7 +656,7 @@ def _join_terms(
                         NarrowedRead(other.table.key, mine, changing.table.key, theirs)
                         for mine, theirs in equalities.get((j, i), ())
                     )
-                yield node, i, j, reads
+                yield node, j, reads
 
 
 def full_reads(
@@ -710,7 +710,7 @@ def full_reads(
             total += sum(_rows(c, rows) for c in node.children)
         elif isinstance(node, RecursiveCTE):
             total += (1 + OUTPUT_WEIGHT) * _rows(node, rows)
-    for node, _, j, reads in _join_terms(root, changed):
+    for node, j, reads in _join_terms(root, changed):
         bounded = [narrowed[r] for r in reads if narrowed and r in narrowed]
         total += min(bounded) if bounded else _rows(node.children[j], rows)
     return total

@@ -193,7 +193,7 @@ def _delta_ranges(
     return {
         key: (min(b[0] for b in bounds), max(b[1] for b in bounds))
         for key, bounds in found.items()
-        if bounds and key not in unbounded
+        if key not in unbounded
     }
 
 

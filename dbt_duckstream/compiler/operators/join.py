@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ...sql import expr_sql, quote
+from ...sql import conjuncts, expr_sql, quote
 from ..render import MULT, RenderContext, Side
 from .base import Operator
 
@@ -91,8 +91,8 @@ class Join(Operator):
     def equalities(self, above: exp.Expr | None = None) -> Equalities:
         """Per ordered pair of inputs (narrowed, changing), the columns of each that the
         join's condition, and ``above`` (the predicate of a filter over the join), equate."""
-        implied = exp.and_(self.condition, above) if self.condition and above else None
-        return _equalities(bind_columns(implied or self.condition or above, self.inputs))
+        implied = [c for c in (self.condition, above) if c is not None]
+        return _equalities(bind_columns(exp.and_(*implied) if implied else None, self.inputs))
 
     def _terms(self, ctx: RenderContext, above: exp.Expr | None) -> str | None:
         """The telescoping terms, each input narrowed to the rows matching the delta by the
@@ -127,7 +127,7 @@ def _equalities(condition: exp.Expr | None) -> Equalities:
     found: dict[tuple[int, int], list[tuple[str, str]]] = {}
     if condition is None:
         return {}
-    for conjunct in condition.flatten() if isinstance(condition, exp.And) else (condition,):
+    for conjunct in conjuncts(condition):
         if not isinstance(conjunct, exp.EQ):
             continue
         left, right = conjunct.this, conjunct.expression
