@@ -7,7 +7,7 @@ import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError
 from dbt_duckstream.compiler import parse_table
-from dbt_duckstream.runtime import decide, inlining, preimages, runlog
+from dbt_duckstream.runtime import counts, decide, inlining, preimages, runlog
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
 from dbt_duckstream.runtime.runlog import PastRun
@@ -326,11 +326,11 @@ def test_changes_dated_before_the_cursor_rebuild_once_maintenance_is_chosen(
     check that finds it is spent only when the run would maintain."""
     counted = []
 
-    def shifted(con, table, snapshots):
-        counted.append(snapshots)
-        return [n + 1 for n in lake_module.live_row_counts(con, table, snapshots)]
+    def shifted(con, reads):
+        counted.append(reads)
+        return [n + 1 for n in lake_module.row_counts(con, reads)]
 
-    monkeypatch.setattr(decide, "live_row_counts", shifted)
+    monkeypatch.setattr(counts, "row_counts", shifted)
     lake.execute("INSERT INTO t VALUES (3, 1)")
     assert model.refresh(rebuild_above=0).strategy == "rebuild"
     lake.execute("INSERT INTO t VALUES (4, 1)")
@@ -341,6 +341,41 @@ def test_changes_dated_before_the_cursor_rebuild_once_maintenance_is_chosen(
     assert result.strategy == "rebuild" and "no longer holds" in result.reason, result.reason
     assert counted
     model.assert_consistent()
+
+
+def test_models_share_the_count_at_a_span_start_until_the_table_changes_again(
+    model, lake, monkeypatch
+):
+    """The check above counts the source at the start of the delta's span; the models of a
+    run share that span, and the count, unless a commit after the counting run lists the
+    table (a commit that dated its changes into the past would)."""
+    counted: list[list[tuple[str, int]]] = []
+
+    def recording(con, reads):
+        counted.append([(table.key, snapshot) for table, snapshot in reads])
+        return lake_module.row_counts(con, reads)
+
+    monkeypatch.setattr(counts, "row_counts", recording)
+    twin = Model(lake, "twin", "SELECT k, v FROM t WHERE v > 0")
+    assert twin.refresh().strategy == "initial"
+    lake.execute("INSERT INTO t VALUES (3, 1)")
+    start = snapshot(lake) - 1
+    counted.clear()
+    assert model.refresh().strategy == "incremental"
+    assert counted == [[("lake.main.t", start)]]
+    assert twin.refresh().strategy == "incremental"
+    assert counted == [[("lake.main.t", start)]], "the twin counts t at the same snapshot again"
+
+    lake.execute("INSERT INTO t VALUES (4, 1)")
+    start = snapshot(lake) - 1
+    assert model.refresh().strategy == "incremental"
+    assert counted[-1] == [("lake.main.t", start)]
+    lake.execute("INSERT INTO t VALUES (5, 1)")  # listed after the model's pin
+    assert twin.refresh().strategy == "incremental"
+    assert counted[-1] == [("lake.main.t", start)] and len(counted) == 3
+    model.refresh()
+    model.assert_consistent()
+    twin.assert_consistent()
 
 
 def test_the_correction_weighs_measured_seconds_per_estimated_row():

@@ -57,13 +57,15 @@ from ..compiler.operators import (
 from ..compiler.operators.membership import MembershipJoin
 from ..errors import ConfigurationError
 from ..sql import TableRef, literal, quote
+from .counts import CountRead, counts_at
 from .key_ranges import NarrowedRead, narrowed_rows
 from .lake import (
     SnapshotChange,
-    live_row_counts,
+    lake_identity,
     live_rows,
     metadata_catalog,
     read_columns,
+    row_counts,
     snapshot_changes,
     snapshot_exists,
     uses_deletion_vectors,
@@ -189,6 +191,8 @@ class WindowChanges:
     reorganized: frozenset[str] = frozenset()
     #: sources that something else than an insertion changed (deleted, updated, reorganized)
     ending: frozenset[str] = frozenset()
+    #: per source, the last snapshot of the window that lists any change to it
+    listed: dict[str, int] = field(default_factory=dict)
 
     @property
     def appended(self) -> frozenset[str]:
@@ -235,6 +239,7 @@ class Situation:
         expired: set[str] = set()
         reorganized: set[str] = set()
         ending: set[str] = set()
+        listed: dict[str, int] = {}
         own = {self.plan.target, *self.plan.state_tables}
         for catalog, (old, new) in self.window.items():
             if old == new:
@@ -256,6 +261,9 @@ class Situation:
             tables = source_tables | mine  # ids are unique within one catalog
             window_changes = snapshot_changes(self.con, catalog, old, new, set(tables))
             for change in window_changes:
+                if change.table_id in by_id:
+                    key = by_id[change.table_id]
+                    listed[key] = max(listed.get(key, 0), change.snapshot_id)
                 if _flushes_deletions(self.con, change, window_changes, tables, set(mine)):
                     continue
                 if change.table_id in mine:
@@ -291,44 +299,61 @@ class Situation:
             frozenset(expired),
             frozenset(reorganized & set(spans)),
             frozenset(ending),
+            listed,
         )
 
     @cached_property
-    def verified_spans(self) -> tuple[dict[str, tuple[int, int]], str | None]:
-        """The changed sources' spans as ``_verified_span`` checks them, or why the window
-        cannot be trusted. Checked only once maintenance is chosen: each check counts a source
-        at two snapshots, and a rebuild reads the sources whole, needing no span."""
-        spans = dict(self.changes.spans)
-        for source in self.plan.sources:
-            if source.key not in spans:
-                continue
-            old = self.window[source.catalog][0]
-            span = self._verified_span(source, old, spans[source.key])
-            if span is None:
-                return {}, _rewritten(source, old)
-            spans[source.key] = span
-        return spans, None
+    def lakes(self) -> dict[str, str]:
+        """Each catalog's lake identity (``lake.lake_identity``), read in the decision's
+        transaction, where a metadata read costs a tenth of one outside it."""
+        return {catalog: lake_identity(self.con, catalog) for catalog in self.pinned}
 
-    def _verified_span(
-        self, source: TableRef, old: int, span: tuple[int, int]
-    ) -> tuple[int, int] | None:
-        """The span of a changed source, checked against DuckLake dating a commit's changes
-        too early: a transaction that commits after another one may stamp its deletions of
-        inlined rows with a snapshot before its own (seen with concurrent dbt threads, and
-        with a PostgreSQL catalog beside a writer process: a model's deletions from its source
-        model stamped some 90 snapshots before the commit that listed them). Then
-        the source at the cursor no longer has the rows the model read there (None: the
-        window cannot be trusted), or at the start of the span not those it had at the cursor
-        (the span widens to the window)."""
-        recorded = self.cursors[source.key].rows
-        if recorded is None:
-            return (old, span[1])
-        counts = live_row_counts(self.con, source, [old, span[0]] if span[0] > old else [old])
-        if counts[0] != recorded:
-            return None
-        if counts[-1] != recorded:
-            return (old, span[1])
-        return span
+    @cached_property
+    def verified_spans(self) -> tuple[dict[str, tuple[int, int]], str | None]:
+        """The changed sources' spans, checked against DuckLake dating a commit's changes too
+        early, or why the window cannot be trusted. Checked only once maintenance is chosen
+        (a rebuild reads the sources whole, needing no span).
+
+        A transaction that commits after another one may stamp its deletions of inlined rows
+        with a snapshot before its own (seen with concurrent dbt threads, and with a
+        PostgreSQL catalog beside a writer process: a model's deletions from its source model
+        stamped some 90 snapshots before the commit that listed them). Then the source at the
+        start of the span no longer has the rows the model read at its cursor: its count
+        differs from the recorded one. The count at the cursor then says which: the rows the
+        model read there are gone (the window cannot be trusted), or only the span's start
+        moved (the span widens to the window). Counts at a span's start are shared by the
+        models of a run (``counts``)."""
+        spans = dict(self.changes.spans)
+        checked = [
+            (source, self.cursors[source.key].rows)
+            for source in self.plan.sources
+            if source.key in spans
+        ]
+
+        def read(source: TableRef, snapshot: int) -> CountRead:
+            tid = self.ids[source.key]
+            assert tid is not None
+            return CountRead(
+                self.lakes[source.catalog],
+                source,
+                tid,
+                snapshot,
+                self.pinned[source.catalog],
+                self.changes.listed.get(source.key, 0),
+            )
+
+        recorded = {source.key: rows for source, rows in checked if rows is not None}
+        starts = [source for source, rows in checked if rows is not None]
+        at_start = counts_at(self.con, [read(s, spans[s.key][0]) for s in starts])
+        moved = [s for s, rows in zip(starts, at_start, strict=True) if rows != recorded[s.key]]
+        at_cursor = counts_at(self.con, [read(s, self.window[s.catalog][0]) for s in moved])
+        for source, rows in zip(moved, at_cursor, strict=True):
+            if rows != recorded[source.key]:
+                return {}, _rewritten(source, self.window[source.catalog][0])
+        for source, _ in checked:
+            if source.key not in recorded or source in moved:
+                spans[source.key] = (self.window[source.catalog][0], spans[source.key][1])
+        return spans, None
 
     def _unchanged_since(self, source: TableRef, old: int, new: int) -> bool:
         """Whether a source's rows at ``new`` are exactly its rows at the (expired) snapshot
@@ -375,9 +400,8 @@ def _flushes_deletions(
         c.table_id == change.table_id and c.kind in INSERTIONS for c in window_changes
     ):
         return False
-    before, after = live_row_counts(
-        con, tables[change.table_id], [change.snapshot_id - 1, change.snapshot_id]
-    )
+    table = tables[change.table_id]
+    before, after = row_counts(con, [(table, change.snapshot_id - 1), (table, change.snapshot_id)])
     return before == after
 
 

@@ -3,8 +3,12 @@
 Snapshots are immutable, so the netted delta of (lake, table id, window, columns) never
 changes: the first model that needs it reads it into a table of an in-memory database that
 every connection of the DuckDB instance sees (every thread of a ``dbt run``), and later models
-project it. An entry serves any request for a subset of its columns; a request for columns it
-lacks reads the window again with every column the table had throughout it, once. Entries live
+project it. The registry of those tables is kept in Python, per instance (a token in the
+cache database tells instances apart): a statement on a table, outside a transaction and
+with a DuckLake as the default database, costs a DuckLake snapshot read, about 1 ms.
+
+An entry serves any request for a subset of its columns; a request for columns it lacks
+reads the window again with every column the table had throughout it, once. Entries live
 as long as the process, within a memory budget (``DUCKSTREAM_FEED_CACHE_MB``, default 1024):
 the least recently used are dropped first.
 
@@ -33,14 +37,15 @@ import duckdb
 from ..compiler.operators.scan import source_delta_sql
 from ..sql import TableRef, quote
 from . import preimages
-from .lake import BUILTIN, metadata_catalog
+from .lake import BUILTIN, lake_identity, metadata_catalog
 
 CACHE = "_duckstream_feeds"
 #: an entry's estimated bytes per row and column (values, validity and the table's overhead)
 ROW_BYTES_PER_COLUMN = 16
 TABLE_BYTES = 4096
-_ENTRIES = f"{quote(CACHE)}.main.entries"
-#: one reader of the cache's registry at a time per process
+#: the cache database's table holding its instance's token
+_TOKEN = f"{quote(CACHE)}.main.instance"
+#: one reader of the registries at a time per process
 _lock = threading.Lock()
 #: entries that runs of this process are using, with how many runs use each
 _holders: Counter[str] = Counter()
@@ -79,20 +84,40 @@ class Feed:
         return _relation(self.name)
 
 
+@dataclass
+class _Entry:
+    """A table of the cache: the delta it holds, when it was last used, and its size."""
+
+    lake: str
+    table_id: int
+    window: tuple[int, int]
+    columns: tuple[str, ...]
+    feed: Feed
+    used: int
+    size: int
+
+
+#: per DuckDB instance (its token), the entries of its cache by table name
+_registries: dict[str, dict[str, _Entry]] = {}
+
+
 @contextmanager
 def held(
-    con: duckdb.DuckDBPyConnection, requests: Mapping[str, FeedRequest]
+    con: duckdb.DuckDBPyConnection,
+    requests: Mapping[str, FeedRequest],
+    known: Mapping[str, str] | None = None,
 ) -> Generator[dict[str, Feed]]:
     """The entries holding each request's delta (by the request's key), kept until the
-    block ends."""
+    block ends. ``known``: the lake identities of catalogs (``lake_identity``), when the
+    caller has read them."""
     names: list[str] = []
-    lakes: dict[str, str] = {}
+    lakes = dict(known or {})
     try:
         feeds = {}
         for key, request in requests.items():
             catalog = request.source.catalog
             if catalog not in lakes:
-                lakes[catalog] = _lake_identity(con, catalog)
+                lakes[catalog] = lake_identity(con, catalog)
             feeds[key] = shared_feed(con, request, lake=lakes[catalog])
             names.append(feeds[key].name)
         yield feeds
@@ -110,33 +135,26 @@ def shared_feed(
     """An entry holding the netted delta of (at least) the requested columns, held for the
     caller (``held`` lets it go). ``lake`` is the source's lake identity, when known."""
     if lake is None:
-        lake = _lake_identity(con, request.source.catalog)
-    old, new = request.window
-    lookup = (
-        f"SELECT name, columns, time_travel FROM {_ENTRIES} WHERE lake = ? "
-        "AND table_id = ? AND old = ? AND new = ?"
-    )
+        lake = lake_identity(con, request.source.catalog)
+    registry = _registry(con)
+    key = (lake, request.table_id, request.window)
     with _lock:
-        try:
-            rows = con.execute(lookup, [lake, request.table_id, old, new]).fetchall()
-        except (duckdb.CatalogException, duckdb.BinderException):  # the instance's first read
-            _attach(con)
-            rows = []
-        for name, columns, time_travel in rows:
-            if set(request.columns) <= set(columns):
-                con.execute(f"UPDATE {_ENTRIES} SET used = ? WHERE name = ?", [_tick(), name])
-                _holders[name] += 1
-                return Feed(name, time_travel)
-    # a second model wanting other columns: read every column the table had throughout
-    columns = (
-        _lasting_columns(con, request.source.catalog, request.table_id, old, new)
-        if rows
-        else request.columns
-    )
+        same = [e for e in registry.values() if (e.lake, e.table_id, e.window) == key]
+        for entry in same:
+            if set(request.columns) <= set(entry.columns):
+                entry.used = _tick()
+                _holders[entry.feed.name] += 1
+                return entry.feed
     name = f"feed_{uuid.uuid4().hex[:16]}"
     # the ended rows' query reads the catalog's inlined rows: it runs where it was planned
     con.execute("BEGIN TRANSACTION")
     try:
+        # a second model wanting other columns: read every column the table had throughout
+        columns = (
+            _lasting_columns(con, request.source.catalog, request.table_id, *request.window)
+            if same
+            else request.columns
+        )
         sql, time_travel = _delta_sql(con, request, columns)
         created = con.execute(f"CREATE TABLE {_relation(name)} AS {sql}").fetchone()
     except BaseException:
@@ -147,22 +165,10 @@ def shared_feed(
     written = int(created[0]) if created else 0
     size = TABLE_BYTES + written * ROW_BYTES_PER_COLUMN * (len(columns) + 1)
     with _lock:
-        con.execute(
-            f"INSERT INTO {_ENTRIES} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                lake,
-                request.table_id,
-                old,
-                new,
-                list(columns),
-                feed.name,
-                _tick(),
-                feed.time_travel,
-                size,
-            ],
-        )
-        _holders[feed.name] += 1
-        _evict(con)
+        entry = _Entry(lake, request.table_id, request.window, columns, feed, _tick(), size)
+        registry[name] = entry
+        _holders[name] += 1
+        _evict(con, registry)
     return feed
 
 
@@ -197,29 +203,17 @@ def _relation(name: str) -> str:
     return f"{quote(CACHE)}.main.{quote(name)}"
 
 
-def _attach(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the cache (under ``_lock``)."""
-    con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(CACHE)}")
-    con.execute(
-        f"CREATE TABLE IF NOT EXISTS {_ENTRIES} (lake VARCHAR, table_id BIGINT, old BIGINT, "
-        "new BIGINT, columns VARCHAR[], name VARCHAR, used BIGINT, "
-        "time_travel VARCHAR, bytes BIGINT)"
-    )
-
-
-def _lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
-    """What tells lakes apart (table ids and snapshots repeat across lakes, and a catalog name
-    is reused when another lake is attached under it): where the lake keeps its data, and
-    when it was created (a lake created again in the same place). Read from the metadata
-    catalog: DuckLake's ``options()`` costs a transaction of its own, several milliseconds."""
-    meta = metadata_catalog(catalog)
-    row = con.execute(
-        f"SELECT (SELECT {BUILTIN}.max(value) FROM {meta}.ducklake_metadata "
-        f"WHERE key = 'data_path' AND scope IS NULL), "
-        f"(SELECT {BUILTIN}.min(snapshot_time) FROM {meta}.ducklake_snapshot)"
-    ).fetchone()
-    path, created = row if row else (None, None)
-    return f"{path or catalog}@{created}"
+def _registry(con: duckdb.DuckDBPyConnection) -> dict[str, _Entry]:
+    """The registry of the cache of ``con``'s instance, which is created on its first read."""
+    with _lock:
+        try:
+            row = con.execute(f"SELECT token FROM {_TOKEN}").fetchone()
+        except (duckdb.CatalogException, duckdb.BinderException):
+            con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(CACHE)}")
+            con.execute(f"CREATE TABLE IF NOT EXISTS {_TOKEN} AS SELECT {BUILTIN}.uuid() AS token")
+            row = con.execute(f"SELECT token FROM {_TOKEN}").fetchone()
+        assert row is not None
+        return _registries.setdefault(str(row[0]), {})
 
 
 def _lasting_columns(
@@ -235,32 +229,23 @@ def _lasting_columns(
     return tuple(r[0] for r in rows)
 
 
-def _evict(con: duckdb.DuckDBPyConnection) -> None:
+def _evict(con: duckdb.DuckDBPyConnection, registry: dict[str, _Entry]) -> None:
     """Drop the least recently used entries that no run holds while the cache is over its
     budget (sizes as estimated when each entry was written: asking DuckDB for its tables'
-    sizes lists every table of every attached lake)."""
-    entries = con.execute(f"SELECT name, bytes FROM {_ENTRIES} ORDER BY used").fetchall()
-    total = sum(size for _, size in entries)
-    for name, size in entries:
+    sizes lists every table of every attached lake). Under ``_lock``."""
+    total = sum(entry.size for entry in registry.values())
+    for entry in sorted(registry.values(), key=lambda e: e.used):
         if total <= budget_bytes():
             break
-        if name in _holders:
+        if entry.feed.name in _holders:
             continue
-        con.execute(f"DROP TABLE IF EXISTS {_relation(name)}")
-        con.execute(f"DELETE FROM {_ENTRIES} WHERE name = ?", [name])
-        total -= size
+        con.execute(f"DROP TABLE IF EXISTS {_relation(entry.feed.name)}")
+        del registry[entry.feed.name]
+        total -= entry.size
 
 
 def cached_entries(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int, int, list[str]]]:
-    """(table id, old, new, columns) of every entry: what the cache holds, for tests."""
-    row = con.execute(
-        "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [CACHE]
-    ).fetchone()
-    if not row or not row[0]:
-        return []
-    return [
-        (t, o, n, list(c))
-        for t, o, n, c in con.execute(
-            f"SELECT table_id, old, new, columns FROM {_ENTRIES} ORDER BY used"
-        ).fetchall()
-    ]
+    """(table id, old, new, columns) of every entry, least recently used first: what the
+    cache holds, for tests."""
+    entries = sorted(_registry(con).values(), key=lambda e: e.used)
+    return [(e.table_id, *e.window, list(e.columns)) for e in entries]

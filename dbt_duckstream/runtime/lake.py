@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import threading
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +172,21 @@ def metadata_catalog(catalog: str) -> str:
     return quote(f"__ducklake_metadata_{catalog}")
 
 
+def lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
+    """What tells lakes apart (table ids and snapshots repeat across lakes, and a catalog name
+    is reused when another lake is attached under it): where the lake keeps its data, and
+    when it was created (a lake created again in the same place). Read from the metadata
+    catalog: DuckLake's ``options()`` costs a transaction of its own, several milliseconds."""
+    meta = metadata_catalog(catalog)
+    row = con.execute(
+        f"SELECT (SELECT {BUILTIN}.max(value) FROM {meta}.ducklake_metadata "
+        f"WHERE key = 'data_path' AND scope IS NULL), "
+        f"(SELECT {BUILTIN}.min(snapshot_time) FROM {meta}.ducklake_snapshot)"
+    ).fetchone()
+    path, created = row if row else (None, None)
+    return f"{path or catalog}@{created}"
+
+
 def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int) -> bool:
     row = con.execute(
         f"SELECT count(*) FROM {metadata_catalog(catalog)}.ducklake_snapshot WHERE snapshot_id = ?",
@@ -275,18 +290,36 @@ def read_columns(
     and types. A column dropped and added again has a new id; a type change shows too. As of
     the snapshot ``at`` (a run records them with its pin, and a source may be altered while
     it runs), else now."""
+    return tables_columns(con, catalog, {table: columns}, at=at)[table]
+
+
+def tables_columns(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    reads: Mapping[int, tuple[str, ...]],
+    *,
+    at: int | None = None,
+) -> dict[int, str]:
+    """``read_columns`` of several tables of one catalog (by table id), in one query."""
+    if not reads:
+        return {}
+    ids = ", ".join(str(int(t)) for t in sorted(reads))
     if at is None:
-        live, parameters = "end_snapshot IS NULL", [table]
+        live, parameters = "end_snapshot IS NULL", []
     else:
         live = "begin_snapshot <= ? AND (end_snapshot IS NULL OR end_snapshot > ?)"
-        parameters = [table, at, at]
+        parameters = [at, at]
     rows = con.execute(
-        f"SELECT column_id, column_name, column_type FROM {metadata_catalog(catalog)}"
-        f".ducklake_column WHERE table_id = ? AND {live} "
-        "AND parent_column IS NULL ORDER BY column_order",
+        f"SELECT table_id, column_id, column_name, column_type FROM {metadata_catalog(catalog)}"
+        f".ducklake_column WHERE table_id IN ({ids}) AND {live} "
+        "AND parent_column IS NULL ORDER BY table_id, column_order",
         parameters,
     ).fetchall()
-    return ",".join(f"{cid}:{name}:{type_}" for cid, name, type_ in rows if name in columns)
+    found: dict[int, list[str]] = {t: [] for t in reads}
+    for tid, cid, name, type_ in rows:
+        if name in reads[tid]:
+            found[tid].append(f"{cid}:{name}:{type_}")
+    return {t: ",".join(identity) for t, identity in found.items()}
 
 
 def live_rows(
@@ -302,13 +335,14 @@ def live_rows(
     return int(row[0]), int(row[1])
 
 
-def live_row_counts(
-    con: duckdb.DuckDBPyConnection, table: TableRef, snapshots: list[int]
-) -> list[int]:
-    """The table's row counts at several snapshots, in one statement (each count is a scan
-    of the table at its snapshot; one statement spares the round trips)."""
+def row_counts(con: duckdb.DuckDBPyConnection, reads: Sequence[tuple[TableRef, int]]) -> list[int]:
+    """Row counts of tables at snapshots, in one statement: each count binds a DuckLake scan
+    (a few metadata reads), and one statement spares the round trips between them."""
+    if not reads:
+        return []
     counts = ", ".join(
-        f"(SELECT count(*) FROM {table.sql()} AT (VERSION => {int(s)}))" for s in snapshots
+        f"(SELECT count(*) FROM {table.sql()} AT (VERSION => {int(snapshot)}))"
+        for table, snapshot in reads
     )
     row = con.execute(f"SELECT {counts}").fetchone()
     assert row is not None

@@ -33,12 +33,12 @@ from .lake import (
     ducklake_catalogs,
     feed_safe_optimizers,
     is_ducklake,
-    live_rows,
     metadata_catalog,
-    read_columns,
+    row_counts,
     sound_optimizers,
     table_ids,
     table_names,
+    tables_columns,
     transaction,
 )
 from .turns import LAKE
@@ -230,7 +230,7 @@ def refresh(
             entries: dict[str, Feed] = {}
             if requests:
                 with feed_safe_optimizers(con), LAKE.reading():
-                    entries = holding.enter_context(held(con, requests))
+                    entries = holding.enter_context(held(con, requests, situation.lakes))
             feeds = {key: entry.relation for key, entry in entries.items()}
             decision = _noting_time_travel(plan, decision, entries)
             with transaction(con, sqlite=files):
@@ -349,30 +349,33 @@ def _record(
 ) -> None:
     """Log the run with the model's new cursors (and its SQL, when it was built anew)."""
     pinned, ids, reads = situation.pinned, situation.ids, plan.source_reads
+    # the window was read whole (by maintenance, or by a rebuild chosen for cost: the same
+    # SQL and columns, no source recreated): what it did not change is as the cursors say
     built = decision.strategy in (Strategy.INITIAL, Strategy.REBUILD)
+    windowed = not built or decision.refills
 
-    def rows(source: TableRef) -> int:
-        """The source's row count at the pin: the recorded one when the source did not
-        change; when it did, the recorded one plus the net rows of its delta, read once this
-        run (the count at the start of the delta's span is the recorded one: ``decide``
-        checks it); counted otherwise."""
+    def kept_rows(source: TableRef) -> int | None:
+        """The source's row count at the pin, when known without counting: the recorded one
+        when the source did not change; when it did, the recorded one plus the net rows of
+        its delta, read once this run (the count at the start of the delta's span is the
+        recorded one: ``decide`` checks it)."""
         previous = situation.cursors.get(source.key)
-        if not built and previous and previous.rows is not None:
-            if source.key not in decision.changed:
-                return previous.rows
-            if source.key in feeds:
-                net = con.execute(f"SELECT sum({MULT}) FROM {feeds[source.key]}").fetchone()
-                return previous.rows + int((net[0] if net else 0) or 0)
-        return live_rows(con, source, pinned[source.catalog])[0]
+        if not windowed or previous is None or previous.rows is None:
+            return None
+        if source.key not in decision.changed:
+            return previous.rows
+        if source.key in feeds:
+            net = con.execute(f"SELECT sum({MULT}) FROM {feeds[source.key]}").fetchone()
+            return previous.rows + int((net[0] if net else 0) or 0)
+        return None
 
-    def columns(source: TableRef, tid: int | None) -> str:
-        """The columns the model reads from the source, as they were at the pin: the recorded
-        ones when the window, seen whole, did not alter the same table; read otherwise."""
-        if tid is None:
-            return ""
+    def kept_columns(source: TableRef, tid: int | None) -> str | None:
+        """The columns the model reads from the source, as they were at the pin, when the
+        recorded ones still hold: the window, seen whole, did not alter the same table."""
         previous = situation.cursors.get(source.key)
         if (
-            not built
+            windowed
+            and tid is not None
             and previous
             and previous.columns
             and previous.table_id == tid
@@ -380,18 +383,37 @@ def _record(
             and source.catalog not in situation.changes.expired
         ):
             return previous.columns
-        return read_columns(con, source.catalog, tid, reads[source.key], at=pinned[source.catalog])
+        return None
 
+    rows = {s.key: kept_rows(s) for s in plan.sources}
+    counted = [s for s in plan.sources if rows[s.key] is None]
+    rows.update(
+        zip(
+            [s.key for s in counted],
+            row_counts(con, [(s, pinned[s.catalog]) for s in counted]),
+            strict=True,
+        )
+    )
+    columns = {s.key: kept_columns(s, ids[s.key]) for s in plan.sources}
+    for catalog in sorted({s.catalog for s in plan.sources}):
+        unknown = {
+            tid: s
+            for s in plan.sources
+            if s.catalog == catalog and columns[s.key] is None and (tid := ids[s.key]) is not None
+        }
+        reading = {tid: reads[s.key] for tid, s in unknown.items()}
+        found = tables_columns(con, catalog, reading, at=pinned[catalog])
+        columns.update({s.key: found[tid] for tid, s in unknown.items()})
     cursors = tuple(
         runlog.Cursor(
             s.key,
             s.catalog,
-            tid := ids[s.key],
+            ids[s.key],
             pinned[s.catalog],
-            columns(s, tid),
+            columns[s.key] or "",
             s.schema,
             s.name,
-            rows(s),
+            rows[s.key],
         )
         for s in plan.sources
     )

@@ -1,0 +1,72 @@
+"""Row counts of sources at past snapshots, counted once per process.
+
+A maintenance run checks each changed source's row count at the start of its delta's span
+against the count recorded with its cursor (``decide.Situation.verified_spans``): a DuckLake
+scan bound at that snapshot, a few milliseconds each. The models of a ``dbt run`` share their
+spans, so each would count the same table at the same snapshot again. A table's count at a
+past snapshot changes only when a commit dates its changes before its own snapshot (what the
+check looks for), and such a commit lists the table at its own snapshot: a count taken by a
+run pinned at ``p`` serves every later run whose window lists no change to the table after
+``p``. Counts are kept per lake (``lake.lake_identity``), the most recently used first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+from ..sql import TableRef
+from .lake import row_counts
+
+#: counts kept per process
+LIMIT = 4096
+_lock = threading.Lock()
+#: (lake, table id, snapshot) -> (rows, the pin of the run that counted them)
+_known: OrderedDict[tuple[str, int, int], tuple[int, int]] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class CountRead:
+    """A table's row count at a snapshot, as a run pinned at ``pinned`` sees it."""
+
+    lake: str
+    table: TableRef
+    table_id: int
+    snapshot: int
+    pinned: int
+    #: the last snapshot of the run's window that lists a change to the table (0 if none)
+    last_listed: int = 0
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return self.lake, self.table_id, self.snapshot
+
+
+def counts_at(con: duckdb.DuckDBPyConnection, reads: Sequence[CountRead]) -> list[int]:
+    """The reads' row counts: known ones from earlier runs of the process, the others
+    counted in one statement."""
+    found: list[int | None] = []
+    with _lock:
+        for read in reads:
+            known = _known.get(read.key)
+            if known is not None and known[1] >= read.last_listed:
+                _known.move_to_end(read.key)
+                found.append(known[0])
+            else:
+                found.append(None)
+    missing = [i for i, rows in enumerate(found) if rows is None]
+    if not missing:
+        return [int(rows or 0) for rows in found]
+    counted = row_counts(con, [(reads[i].table, reads[i].snapshot) for i in missing])
+    with _lock:
+        for i, rows in zip(missing, counted, strict=True):
+            found[i] = rows
+            _known[reads[i].key] = (rows, reads[i].pinned)
+            _known.move_to_end(reads[i].key)
+        while len(_known) > LIMIT:
+            _known.popitem(last=False)
+    return [int(rows or 0) for rows in found]
