@@ -378,6 +378,47 @@ def test_models_share_the_count_at_a_span_start_until_the_table_changes_again(
     twin.assert_consistent()
 
 
+def test_a_rebuild_chosen_for_cost_counts_only_the_sources_its_window_changed(
+    model, lake, monkeypatch
+):
+    """Its cursors keep the recorded count and columns of a source the window did not change,
+    and count the others at the pin, in one statement: each must be what a count finds."""
+    lake.execute("INSERT INTO other VALUES (1), (2)")
+    joined = Model(
+        lake,
+        "joined",
+        "SELECT t.k, sum(t.v) AS total FROM t JOIN other ON t.k = other.x GROUP BY t.k",
+    )
+    assert joined.refresh().strategy == "initial"
+    counted: list[list[tuple[str, int]]] = []
+
+    def recording(con, reads):
+        counted.append([(table.key, snapshot) for table, snapshot in reads])
+        return lake_module.row_counts(con, reads)
+
+    monkeypatch.setattr(runtime, "row_counts", recording)
+    lake.execute("INSERT INTO t VALUES (2, 7), (3, 1)")
+    result = joined.refresh(rebuild_above=0)
+    assert (result.strategy, "cheaper than maintenance" in result.reason) == ("rebuild", True)
+    pin = snapshot(lake) - 1  # the run's own commit follows its pin
+    assert counted == [[("lake.main.t", pin)]]
+    entry = runlog.last(lake, joined.plan.target)
+    assert entry is not None
+    for cursor in entry.cursors:
+        source = next(s for s in joined.plan.sources if s.key == cursor.source)
+        assert cursor.snapshot_id == pin
+        assert cursor.rows == lake_module.row_counts(lake, [(source, pin)])[0], cursor
+        reads = joined.plan.source_reads[source.key]
+        assert cursor.columns == lake_module.read_columns(
+            lake, "lake", cursor.table_id, reads, at=pin
+        )
+    lake.execute("INSERT INTO other VALUES (3)")
+    assert joined.refresh().strategy == "initial"  # the state that the rebuild dropped
+    lake.execute("DELETE FROM t WHERE v = 7")
+    assert joined.refresh().strategy == "incremental"
+    joined.assert_consistent()
+
+
 def test_the_correction_weighs_measured_seconds_per_estimated_row():
     def runs(*rows):
         return [PastRun(strategy, seconds, estimated) for strategy, seconds, estimated in rows]
