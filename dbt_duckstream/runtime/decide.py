@@ -322,7 +322,8 @@ class Situation:
         differs from the recorded one. The count at the cursor then says which: the rows the
         model read there are gone (the window cannot be trusted), or only the span's start
         moved (the span widens to the window). Counts at a span's start are shared by the
-        models of a run (``counts``)."""
+        models of a run (``counts``). Deletions dated early lower the count at the span's
+        start wherever they land; only insertions dated early (never seen) could offset them."""
         spans = dict(self.changes.spans)
         checked = [
             (source, self.cursors[source.key].rows)
