@@ -49,24 +49,21 @@ class CountRead:
 def counts_at(con: duckdb.DuckDBPyConnection, reads: Sequence[CountRead]) -> list[int]:
     """The reads' row counts: known ones from earlier runs of the process, the others
     counted in one statement."""
-    found: list[int | None] = []
+    found: dict[int, int] = {}  # by position in ``reads``
     with _lock:
-        for read in reads:
+        for i, read in enumerate(reads):
             known = _known.get(read.key)
             if known is not None and known[1] >= read.last_listed:
                 _known.move_to_end(read.key)
-                found.append(known[0])
-            else:
-                found.append(None)
-    missing = [i for i, rows in enumerate(found) if rows is None]
-    if not missing:
-        return [int(rows or 0) for rows in found]
-    counted = row_counts(con, [(reads[i].table, reads[i].snapshot) for i in missing])
-    with _lock:
-        for i, rows in zip(missing, counted, strict=True):
-            found[i] = rows
-            _known[reads[i].key] = (rows, reads[i].pinned)
-            _known.move_to_end(reads[i].key)
-        while len(_known) > LIMIT:
-            _known.popitem(last=False)
-    return [int(rows or 0) for rows in found]
+                found[i] = known[0]
+    missing = [i for i in range(len(reads)) if i not in found]
+    if missing:
+        counted = row_counts(con, [(reads[i].table, reads[i].snapshot) for i in missing])
+        with _lock:
+            for i, rows in zip(missing, counted, strict=True):
+                found[i] = rows
+                _known[reads[i].key] = (rows, reads[i].pinned)
+                _known.move_to_end(reads[i].key)
+            while len(_known) > LIMIT:
+                _known.popitem(last=False)
+    return [found[i] for i in range(len(reads))]

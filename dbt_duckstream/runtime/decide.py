@@ -61,6 +61,7 @@ from .counts import CountRead, counts_at
 from .key_ranges import NarrowedRead, narrowed_rows
 from .lake import (
     SnapshotChange,
+    inlined_tables,
     lake_identity,
     live_rows,
     metadata_catalog,
@@ -325,11 +326,7 @@ class Situation:
         models of a run (``counts``). Deletions dated early lower the count at the span's
         start wherever they land; only insertions dated early (never seen) could offset them."""
         spans = dict(self.changes.spans)
-        checked = [
-            (source, self.cursors[source.key].rows)
-            for source in self.plan.sources
-            if source.key in spans
-        ]
+        changed = [source for source in self.plan.sources if source.key in spans]
 
         def read(source: TableRef, snapshot: int) -> CountRead:
             tid = self.ids[source.key]
@@ -343,15 +340,15 @@ class Situation:
                 self.changes.listed.get(source.key, 0),
             )
 
-        recorded = {source.key: rows for source, rows in checked if rows is not None}
-        starts = [source for source, rows in checked if rows is not None]
+        recorded = {s.key: rows for s in changed if (rows := self.cursors[s.key].rows) is not None}
+        starts = [s for s in changed if s.key in recorded]
         at_start = counts_at(self.con, [read(s, spans[s.key][0]) for s in starts])
         moved = [s for s, rows in zip(starts, at_start, strict=True) if rows != recorded[s.key]]
         at_cursor = counts_at(self.con, [read(s, self.window[s.catalog][0]) for s in moved])
         for source, rows in zip(moved, at_cursor, strict=True):
             if rows != recorded[source.key]:
                 return {}, _rewritten(source, self.window[source.catalog][0])
-        for source, _ in checked:
+        for source in changed:
             if source.key not in recorded or source in moved:
                 spans[source.key] = (self.window[source.catalog][0], spans[source.key][1])
         return spans, None
@@ -584,7 +581,8 @@ def estimate(
         cheap_deleted += inlined_deleted
     model_rows = rows.pop(plan.target.key, 0)
     narrowed: dict[NarrowedRead, int] = {}
-    reads = narrowed_reads(plan.root, changed)
+    terms = list(_join_terms(plan.root, changed))
+    reads = {read for _, _, term_reads in terms for read in term_reads}
     for catalog, window in windows.items():
         prefix = f"{catalog}."
         mine = {r for r in reads if r.table.startswith(prefix) and r.by_table.startswith(prefix)}
@@ -593,7 +591,7 @@ def estimate(
         inserted_rows + deleted_rows + cheap_deleted,
         feed_rows
         + INSERT_WEIGHT * (inserted_rows + deleted_rows + cheap_deleted)
-        + full_reads(plan.root, changed, rows, narrowed),
+        + full_reads(plan.root, changed, rows, narrowed, terms),
         sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
     )
 
@@ -654,15 +652,12 @@ def estimated_rows(decision: Decision, cursors: Sequence[Cursor], rows_written: 
     return None
 
 
-def narrowed_reads(root: Operator, changed: frozenset[str]) -> set[NarrowedRead]:
-    """The base tables that join terms read narrowed to a changed base table's keys (a scan
-    equated with a changed scan by the join's condition or a filter over it)."""
-    return {read for _, _, reads in _join_terms(root, changed) for read in reads}
+#: a join, one of its inputs that a term reads beside a changing input, and the reads of
+#: that input narrowed to the changing input's keys
+JoinTerm = tuple[Join, int, tuple[NarrowedRead, ...]]
 
 
-def _join_terms(
-    root: Operator, changed: frozenset[str]
-) -> Iterator[tuple[Join, int, tuple[NarrowedRead, ...]]]:
+def _join_terms(root: Operator, changed: frozenset[str]) -> Iterator[JoinTerm]:
     """Per join term (a changing input) and other input j: the narrowed reads j may take."""
     above = {id(n.child): n.predicate for n in root.walk() if isinstance(n, Filter)}
     for node in root.walk():
@@ -689,6 +684,7 @@ def full_reads(
     changed: frozenset[str],
     rows: dict[str, int],
     narrowed: dict[NarrowedRead, int] | None = None,
+    terms: list[JoinTerm] | None = None,
 ) -> int:
     """Rows of inputs read in full by the delta: a join term joins one input's delta with
     every other input's whole state, or, where it narrows an input to the delta's keys, with
@@ -700,7 +696,7 @@ def full_reads(
     partitions from its input at the new snapshot (and at the old one too, without stored
     rows); a counting set operation counts the touched rows in both inputs; a top-N may rescan
     its input. A window without PARTITION BY and a recursive CTE recompute everything and store
-    it again."""
+    it again. ``terms``: the join terms (``_join_terms``), when the caller has walked them."""
     total = 0
     for node in root.walk():
         if not _changes(node, changed):
@@ -735,7 +731,7 @@ def full_reads(
             total += sum(_rows(c, rows) for c in node.children)
         elif isinstance(node, RecursiveCTE):
             total += (1 + OUTPUT_WEIGHT) * _rows(node, rows)
-    for node, j, reads in _join_terms(root, changed):
+    for node, j, reads in _join_terms(root, changed) if terms is None else terms:
         bounded = [narrowed[r] for r in reads if narrowed and r in narrowed]
         total += min(bounded) if bounded else _rows(node.children[j], rows)
     return total
@@ -852,10 +848,7 @@ def _inlined_rows(
 ) -> tuple[int, int]:
     """Rows inserted into, and deleted from, the rows DuckLake inlined into its catalog
     (small inserts), in the window: every table's versions of them carry their snapshots."""
-    ids = ", ".join(str(i) for i in sorted(tables))
-    names = con.execute(
-        f"SELECT table_name FROM {meta}.ducklake_inlined_data_tables WHERE table_id IN ({ids})"
-    ).fetchall()
+    names = [name for found in inlined_tables(con, meta, tables).values() for name in found]
     if not names:
         return 0, 0
     old, new = window
@@ -863,7 +856,7 @@ def _inlined_rows(
         f"SELECT count(*) FILTER (WHERE begin_snapshot > {old} AND begin_snapshot <= {new}), "
         f"count(*) FILTER (WHERE end_snapshot > {old} AND end_snapshot <= {new}) "
         f"FROM {meta}.{quote(name)}"
-        for (name,) in names
+        for name in names
     )
     row = con.execute(f"SELECT coalesce(sum(i), 0), coalesce(sum(d), 0) FROM ({counts}) AS c(i, d)")
     found = row.fetchone()

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import duckdb
 
 from ..sql import quote
-from .lake import metadata_catalog
+from .lake import inlined_tables, metadata_catalog
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def _delta_ranges(
             unbounded.add((int(table), int(column)))
         else:
             found[(int(table), int(column))] = [(lo, hi)]
-    inlined = _inlined_tables(con, meta, changing)
+    inlined = inlined_tables(con, meta, changing)
     for table, column, name in sorted(keys):
         if (table, column) in unbounded:
             continue
@@ -228,19 +228,6 @@ def _rows_meeting(
         )
 
     return {read: meeting(*read) for read in reads}
-
-
-def _inlined_tables(
-    con: duckdb.DuckDBPyConnection, meta: str, tables: list[int]
-) -> dict[int, list[str]]:
-    """The tables of rows DuckLake inlined into its catalog, per table id."""
-    found: dict[int, list[str]] = {}
-    for table, name in con.execute(
-        f"SELECT table_id, table_name FROM {meta}.ducklake_inlined_data_tables "
-        f"WHERE table_id IN ({', '.join(str(t) for t in tables)}) ORDER BY table_name"
-    ).fetchall():
-        found.setdefault(int(table), []).append(str(name))
-    return found
 
 
 def _has_inlined_deletions(con: duckdb.DuckDBPyConnection, meta: str, table: int) -> bool:

@@ -187,6 +187,23 @@ def lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
     return f"{path or catalog}@{created}"
 
 
+def inlined_tables(
+    con: duckdb.DuckDBPyConnection, meta: str, tables: Iterable[int]
+) -> dict[int, list[str]]:
+    """The tables that hold the rows DuckLake inlined into its catalog (``meta``), per table
+    id of ``tables``: one per schema version that had inlined rows."""
+    ids = ", ".join(str(int(t)) for t in sorted(set(tables)))
+    if not ids:
+        return {}
+    found: dict[int, list[str]] = {}
+    for table, name in con.execute(
+        f"SELECT table_id, table_name FROM {meta}.ducklake_inlined_data_tables "
+        f"WHERE table_id IN ({ids}) ORDER BY table_name"
+    ).fetchall():
+        found.setdefault(int(table), []).append(str(name))
+    return found
+
+
 def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int) -> bool:
     row = con.execute(
         f"SELECT count(*) FROM {metadata_catalog(catalog)}.ducklake_snapshot WHERE snapshot_id = ?",
