@@ -85,6 +85,11 @@ FAMILIES: dict[str, dict[str, str]] = {
         "WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.w = t.z)",
         "sa_agg_over": "SELECT r.g, count(*) AS n FROM r WHERE r.k NOT IN "
         "(SELECT s.k FROM s WHERE s.w > 0) GROUP BY r.g",
+        # the left input read narrowed through a join, a filter and a projection (TPC-H Q18)
+        "sa_join_in_agg": "SELECT r.id, s.name, r.v FROM r JOIN s ON r.k = s.k "
+        "WHERE s.w IS NOT NULL AND r.k IN (SELECT k FROM t GROUP BY k HAVING count(*) > 1)",
+        "sa_renamed_in": "SELECT x.kk, x.v FROM (SELECT k AS kk, v, id + 1 AS n FROM r) AS x "
+        "WHERE x.kk IN (SELECT s.k FROM s WHERE s.w > 1) AND x.n > 2",
     },
     "subquery_predicates": {
         "sp_in_select": "SELECT r.id, r.k IN (SELECT s.k FROM s) AS known FROM r",

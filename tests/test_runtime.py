@@ -526,6 +526,36 @@ def test_a_join_estimate_counts_the_files_the_delta_keys_can_meet(lake, inlined)
     m.assert_consistent()
 
 
+def test_a_subquery_change_is_priced_by_the_outer_files_its_keys_can_meet(lake):
+    """A change to the subquery of ``IN (... GROUP BY ... HAVING ...)`` (TPC-H Q18's shape)
+    reads the outer input narrowed to its keys: new keys meet none of the outer files, keys
+    spread over their range meet every one."""
+    lake.execute("CALL lake.set_option('data_inlining_row_limit', 0)")
+    lake.execute("CREATE TABLE orders (k INTEGER, v INTEGER)")
+    lake.execute("CREATE TABLE items (k INTEGER, q INTEGER)")
+    for part in range(3):  # three data files of disjoint key ranges
+        low, high = part * 10_000, (part + 1) * 10_000
+        lake.execute(f"INSERT INTO orders SELECT i, i FROM range({low}, {high}) AS r(i)")
+        lake.execute(f"INSERT INTO items SELECT i, i % 7 FROM range({low}, {high}) AS r(i)")
+    m = Model(
+        lake,
+        "big_orders",
+        "SELECT o.k, o.v FROM orders AS o "
+        "WHERE o.k IN (SELECT k FROM items GROUP BY k HAVING sum(q) > 10)",
+    )
+    assert m.refresh().strategy == "initial"
+
+    lake.execute("INSERT INTO items SELECT 30_000 + i % 5, 20 FROM range(10) AS r(i)")
+    new_keys = m.refresh(rebuild_above=1.0)
+    assert new_keys.strategy == "incremental"
+    assert _estimated_share(new_keys.reason) == 0, new_keys.reason
+
+    lake.execute("INSERT INTO items SELECT i * 3_000, 20 FROM range(10) AS r(i)")  # every file
+    spread = m.refresh(rebuild_above=1.0)
+    assert _estimated_share(spread.reason) >= 20, spread.reason
+    m.assert_consistent()
+
+
 def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
     lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000) AS r(i)")

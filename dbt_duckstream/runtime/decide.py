@@ -54,7 +54,6 @@ from ..compiler.operators import (
     TopN,
     Window,
 )
-from ..compiler.operators.membership import MembershipJoin
 from ..errors import ConfigurationError
 from ..sql import TableRef, literal, quote
 from .counts import CountRead, counts_at
@@ -71,6 +70,7 @@ from .lake import (
     snapshot_exists,
     uses_deletion_vectors,
 )
+from .near_reads import near_reads, near_rows
 from .preimages import SNAPSHOT_COLUMN, table_directory
 from .runlog import Cursor, Entry, PastRun, is_own_commit
 
@@ -583,6 +583,8 @@ def estimate(
     narrowed: dict[NarrowedRead, int] = {}
     terms = list(_join_terms(plan.root, changed))
     reads = {read for _, _, term_reads in terms for read in term_reads}
+    for _, read, keys, origins, _ in near_reads(plan.root, changed):
+        near_rows(read, keys, origins, rows, {}, reads)
     for catalog, window in windows.items():
         prefix = f"{catalog}."
         mine = {r for r in reads if r.table.startswith(prefix) and r.by_table.startswith(prefix)}
@@ -690,9 +692,10 @@ def full_reads(
     every other input's whole state, or, where it narrows an input to the delta's keys, with
     the rows of its files whose key range meets them (``narrowed``, from ``key_ranges``); an
     aggregate without a fold recomputes the touched groups from its input at the new
-    snapshot; the padded rows of an outer join, and the rows a semi, anti or mark join judges,
-    are found in the other input's old state and judged over the changed input's old and new
-    states; a scalar subquery's change re-reads its outer rows; a window recomputes its touched
+    snapshot; the padded rows of an outer join are found in the other input's old state and
+    judged over the changed input's old and new states; the rows a semi, anti or mark join
+    judges are read narrowed to the change's keys (``near_reads``); a scalar subquery's change
+    re-reads its outer rows; a window recomputes its touched
     partitions from its input at the new snapshot (and at the old one too, without stored
     rows); a counting set operation counts the touched rows in both inputs; a top-N may rescan
     its input. A window without PARTITION BY and a recursive CTE recompute everything and store
@@ -715,14 +718,12 @@ def full_reads(
                     total += _rows(other, rows)
                     if pads_other:
                         total += _rows(other, rows) + 2 * _rows(changing, rows)
-        elif isinstance(node, MembershipJoin | ScalarSubquery):
+        elif isinstance(node, ScalarSubquery):
             left, right = node.children
             if _changes(left, changed):
                 total += _rows(right, rows)
             if _changes(right, changed):
                 total += _rows(left, rows)
-                if isinstance(node, MembershipJoin):
-                    total += 2 * _rows(right, rows)
         elif isinstance(node, Window):
             total += _rows(node.child, rows) * (1 if node.stored else 2)
             if not node.partition:
@@ -734,6 +735,8 @@ def full_reads(
     for node, j, reads in _join_terms(root, changed) if terms is None else terms:
         bounded = [narrowed[r] for r in reads if narrowed and r in narrowed]
         total += min(bounded) if bounded else _rows(node.children[j], rows)
+    for _, read, keys, origins, times in near_reads(root, changed):
+        total += times * near_rows(read, keys, origins, rows, narrowed or {}, set())
     return total
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
-from ...sql import TableRef
+from ...sql import TableRef, quote
 from ..render import RenderContext, Side
 
 
@@ -125,6 +125,21 @@ class Operator(ABC):
 
         return ctx.once(self.node_id, "delta", render)
 
+    def state_near(
+        self,
+        ctx: RenderContext,
+        side: Side,
+        keys: tuple[tuple[str, str], ...],
+        relation: str,
+        above: exp.Expr | None = None,
+    ) -> str:
+        """This relation at ``side``, only the rows whose columns ``keys`` (mine, theirs) occur
+        in ``relation``'s: an operator may push the test down to its inputs (a filter, a
+        projection and a join do), so that a few keys read a few rows of a large source
+        whatever plan DuckDB picks. ``above``: a predicate that the caller applies to the
+        result (a filter's), whose equalities a join may narrow by too."""
+        return narrowed(self.state(ctx, side), keys, relation)
+
     def delta_under(self, ctx: RenderContext, predicate: exp.Expr) -> str | None:
         """This relation's delta where only the rows passing ``predicate`` matter (a filter
         above applies it): an operator may narrow its inputs by it (a join does)."""
@@ -135,3 +150,13 @@ def number(root: Operator) -> None:
     """Give every node its position in tree order (children first); shared nodes once."""
     for position, node in enumerate(root.walk(), start=1):
         node.node_id = position
+
+
+def narrowed(relation: str, keys: tuple[tuple[str, str], ...], other: str) -> str:
+    """``relation`` keeping the rows whose key columns occur in ``other``'s."""
+    if not keys:
+        return relation
+    tests = " AND ".join(
+        f"{quote(mine)} IN (SELECT {quote(theirs)} FROM {other})" for mine, theirs in keys
+    )
+    return f"(SELECT * FROM {relation} WHERE {tests})"

@@ -41,6 +41,18 @@ class Filter(Operator):
     def render_state(self, ctx: RenderContext, side: Side) -> str:
         return f"SELECT * FROM {self.child.state(ctx, side)} WHERE {expr_sql(self.predicate)}"
 
+    def state_near(
+        self,
+        ctx: RenderContext,
+        side: Side,
+        keys: tuple[tuple[str, str], ...],
+        relation: str,
+        above: exp.Expr | None = None,
+    ) -> str:
+        predicate = self.predicate if above is None else exp.and_(self.predicate, above)
+        child = self.child.state_near(ctx, side, keys, relation, predicate)
+        return f"(SELECT * FROM {child} WHERE {expr_sql(self.predicate)})"
+
     def render_delta(self, ctx: RenderContext) -> str | None:
         child = self.child.delta_under(ctx, self.predicate)
         if child is None:

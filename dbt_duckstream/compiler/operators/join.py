@@ -37,7 +37,7 @@ from sqlglot import exp
 
 from ...sql import conjuncts, expr_sql, quote
 from ..render import MULT, RenderContext, Side
-from .base import Operator
+from .base import Operator, narrowed
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,52 @@ class Join(Operator):
         terms = self._terms(ctx, predicate)
         return f"(\n{terms}\n)" if terms is not None else None
 
+    def state_near(
+        self,
+        ctx: RenderContext,
+        side: Side,
+        keys: tuple[tuple[str, str], ...],
+        relation: str,
+        above: exp.Expr | None = None,
+    ) -> str:
+        """Each input narrowed by the keys among its columns, and by the columns that the
+        join's condition (or ``above``) equates with those."""
+        per_input = self.keys_per_input(keys, above)
+        relations = [
+            j.node.state_near(ctx, side, per_input[i], relation)
+            if i in per_input
+            else j.node.state(ctx, side)
+            for i, j in enumerate(self.inputs)
+        ]
+        return f"({self._query(relations, None)})"
+
+    def keys_per_input(
+        self, keys: tuple[tuple[str, str], ...], above: exp.Expr | None = None
+    ) -> dict[int, tuple[tuple[str, str], ...]]:
+        """Per input position, the keys (its column, theirs) that narrow it: the keys among
+        its columns, and its columns that the condition (or ``above``) equates with those."""
+        equalities = self.equalities(above)
+        local = {j.output(c): (i, c) for i, j in enumerate(self.inputs) for c in j.node.columns}
+        per_input: dict[int, list[tuple[str, str]]] = {}
+
+        def narrow(position: int, key: tuple[str, str]) -> None:
+            if key not in per_input.setdefault(position, []):
+                per_input[position].append(key)
+
+        for mine, theirs in keys:
+            owner, column = local[mine]
+            narrow(owner, (column, theirs))
+            for other in range(len(self.inputs)):
+                for equal, keyed in equalities.get((other, owner), ()):
+                    if keyed == column:
+                        narrow(other, (equal, theirs))
+        return {i: tuple(k) for i, k in per_input.items()}
+
     def equalities(self, above: exp.Expr | None = None) -> Equalities:
         """Per ordered pair of inputs (narrowed, changing), the columns of each that the
         join's condition, and ``above`` (the predicate of a filter over the join), equate."""
         implied = [c for c in (self.condition, above) if c is not None]
-        return _equalities(bind_columns(exp.and_(*implied) if implied else None, self.inputs))
+        return equated_columns(bind_columns(exp.and_(*implied) if implied else None, self.inputs))
 
     def _terms(self, ctx: RenderContext, above: exp.Expr | None) -> str | None:
         """The telescoping terms, each input narrowed to the rows matching the delta by the
@@ -106,7 +147,7 @@ class Join(Operator):
             relations = [
                 changed
                 if j == i
-                else _narrowed(
+                else narrowed(
                     other.node.state(ctx, "new" if j < i else "old"),
                     equalities.get((j, i), ()),
                     changed,
@@ -121,7 +162,7 @@ class Join(Operator):
 Equalities = dict[tuple[int, int], tuple[tuple[str, str], ...]]
 
 
-def _equalities(condition: exp.Expr | None) -> Equalities:
+def equated_columns(condition: exp.Expr | None) -> Equalities:
     """Per ordered pair of inputs (a, b), the columns (of a, of b) that a conjunct ``a.x = b.y``
     of the bound condition equates."""
     found: dict[tuple[int, int], list[tuple[str, str]]] = {}
@@ -146,16 +187,6 @@ def _position(column: exp.Column) -> int | None:
     prefix = input_alias(0)[:-1]
     number = column.table.removeprefix(prefix)
     return int(number) if column.table.startswith(prefix) and number.isdigit() else None
-
-
-def _narrowed(relation: str, keys: tuple[tuple[str, str], ...], delta: str) -> str:
-    """``relation`` keeping the rows whose key columns occur in the delta's."""
-    if not keys:
-        return relation
-    tests = " AND ".join(
-        f"{quote(mine)} IN (SELECT {quote(theirs)} FROM {delta})" for mine, theirs in keys
-    )
-    return f"(SELECT * FROM {relation} WHERE {tests})"
 
 
 def input_alias(position: int) -> str:

@@ -60,7 +60,8 @@ class MarkJoin(MembershipJoin):
         left_delta = self.left.node.delta(ctx)
         if left_delta is not None:
             terms.append(
-                f"SELECT {self.left_columns()}, {self.value(ctx, 'new')} AS {quote(self.mark)}, "
+                f"SELECT {self.left_columns()}, {self.value(ctx, 'new', left_delta)} AS "
+                f"{quote(self.mark)}, "
                 f"{input_name(0)}.{MULT} FROM {left_delta} AS {input_name(0)}"
             )
         right_delta = self.right.node.delta(ctx)

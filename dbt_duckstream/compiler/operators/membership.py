@@ -26,7 +26,7 @@ from ...sql import column_list, expr_sql
 from ..render import RenderContext, Side
 from ..touched import flipped_rows
 from .base import Operator
-from .join import JoinInput, bind_columns, input_name
+from .join import JoinInput, bind_columns, equated_columns, input_name
 
 Quantifier = Literal["exists", "any", "all"]
 
@@ -66,6 +66,42 @@ class Membership:
             return f"EXISTS (SELECT 1 FROM {relation} AS {input_name(1)}{self._where(inputs)})"
         return self._quantified(inputs, relation)
 
+    def touching_sql(self, inputs: tuple[JoinInput, JoinInput], verdict: str) -> str | None:
+        """A condition on a left row and a row of the right input's change that every change
+        row able to move the row's ``verdict`` meets, when one exists: a semi join on it finds
+        the touched rows, and DuckDB plans it as a hash join on its equalities, filtering
+        the left input before it is built (``(x = ANY (...)) IS NOT FALSE`` is judged over
+        every row of the left input, a whole join at the old snapshot for TPC-H Q18).
+
+        ``x = ANY`` is TRUE only through a row whose comparison is TRUE, so a TRUE verdict
+        (a semi join) can only move through such rows; NULL and FALSE verdicts also move
+        through NULLs, and ``ALL`` through the rows whose comparison is not TRUE."""
+        correlation = bind_columns(self.correlation, inputs)
+        conditions = [expr_sql(correlation)] if correlation is not None else []
+        if self.quantifier == "any" and verdict == "IS TRUE":
+            operand = bind_columns(self.operand, inputs)
+            value = bind_columns(self.value, inputs)
+            assert operand is not None and value is not None
+            conditions.append(f"{expr_sql(operand)} {self.comparison} {expr_sql(value)}")
+        elif self.quantifier != "exists":
+            return None
+        return " AND ".join(f"({c})" for c in conditions) or None
+
+    def touching_keys(
+        self, inputs: tuple[JoinInput, JoinInput], verdict: str
+    ) -> tuple[tuple[str, str], ...]:
+        """Pairs of columns (left, right) that ``touching_sql`` equates: a touched row's
+        columns hold values of the change's, so the left input is read narrowed by them."""
+        implied = [bind_columns(self.correlation, inputs)]
+        if self.quantifier == "any" and verdict == "IS TRUE" and self.comparison == "=":
+            operand = bind_columns(self.operand, inputs)
+            value = bind_columns(self.value, inputs)
+            implied.append(exp.EQ(this=operand, expression=value))
+        conditions = [c for c in implied if c is not None]
+        if not conditions:
+            return ()
+        return equated_columns(exp.and_(*conditions)).get((0, 1), ())
+
     def touched_sql(self, inputs: tuple[JoinInput, JoinInput], delta: str) -> str:
         """Whether a row of ``delta`` (a change of the right input) may change the value."""
         if self.quantifier == "exists":
@@ -83,6 +119,8 @@ class MembershipJoin(Operator):
     left: JoinInput
     right: JoinInput
     membership: Membership
+    #: which values of the predicate let a row through ("": all three are told apart)
+    verdict = ""
 
     def __post_init__(self) -> None:
         assert self.left.alias is None, "the left input keeps its own column names"
@@ -98,9 +136,21 @@ class MembershipJoin(Operator):
     def left_columns(self) -> str:
         return column_list(self.left.columns, f"{input_name(0)}.")
 
-    def value(self, ctx: RenderContext, side: Side) -> str:
-        """The predicate for the row ``_ivm_in0`` over the right input at ``side``."""
-        return self.membership.value_sql(self.inputs, self.right.node.state(ctx, side))
+    def value(
+        self, ctx: RenderContext, side: Side, near: str | None = None, verdict: str = ""
+    ) -> str:
+        """The predicate for the row ``_ivm_in0`` over the right input at ``side``; for the
+        rows of ``near`` only (a relation with the left's columns), as far as ``verdict``
+        tells them apart, the right input read narrowed to what they can meet."""
+        return self.membership.value_sql(self.inputs, self._right_near(ctx, side, near, verdict))
+
+    def _right_near(self, ctx: RenderContext, side: Side, near: str | None, verdict: str) -> str:
+        keys = self.membership.touching_keys(self.inputs, verdict) if near else ()
+        if not keys:
+            return self.right.node.state(ctx, side)
+        assert near is not None
+        swapped = tuple((theirs, mine) for mine, theirs in keys)
+        return self.right.node.state_near(ctx, side, swapped, near)
 
     def flips(self, ctx: RenderContext, delta: str, verdict: str = "") -> str:
         """A CTE: the left rows at the old snapshot whose value, followed by ``verdict``
@@ -108,13 +158,18 @@ class MembershipJoin(Operator):
 
         The rows a change touches are few: they are judged over the right input's rows that
         meet the correlation with one of them (a semi join built on the touched rows), which
-        are all the rows their subqueries select; uncorrelated, over the whole right input."""
+        are all the rows their subqueries select; uncorrelated, over the whole right input.
+        Both inputs are read narrowed (``state_near``) by the columns that the test equates:
+        the left by the change's values, the right by the touched rows'."""
         left = self.left.node.state(ctx, "old")
         correlation = bind_columns(self.membership.correlation, self.inputs)
-        if self.membership.quantifier == "exists" and correlation is not None:
+        touching = self.membership.touching_sql(self.inputs, verdict)
+        if touching is not None:
+            keys = self.membership.touching_keys(self.inputs, verdict)
+            near = self.left.node.state_near(ctx, "old", keys, delta) if keys else left
             rows = (
-                f"SELECT {input_name(0)}.* FROM {left} AS {input_name(0)} "
-                f"SEMI JOIN {delta} AS {input_name(1)} ON {expr_sql(correlation)}"
+                f"SELECT {input_name(0)}.* FROM {near} AS {input_name(0)} "
+                f"SEMI JOIN {delta} AS {input_name(1)} ON {touching}"
             )
         else:
             touched = self.membership.touched_sql(self.inputs, delta)
@@ -122,7 +177,7 @@ class MembershipJoin(Operator):
         touched_rows = ctx.cte(f"{self.name}_touched", rows, materialized=True)
 
         def judged(side: Side) -> str:
-            right = self.right.node.state(ctx, side)
+            right = self._right_near(ctx, side, touched_rows, verdict)
             if correlation is None:
                 return right
             return ctx.cte(

@@ -46,6 +46,33 @@ class Project(Operator):
     def render_state(self, ctx: RenderContext, side: Side) -> str:
         return f"SELECT {self._select_list()} FROM {self.child.state(ctx, side)}"
 
+    def state_near(
+        self,
+        ctx: RenderContext,
+        side: Side,
+        keys: tuple[tuple[str, str], ...],
+        relation: str,
+        above: exp.Expr | None = None,
+    ) -> str:
+        """Keys that are input columns passed through narrow the input."""
+        inner = self.passed_keys(keys)
+        if not inner:
+            return super().state_near(ctx, side, keys, relation, above)
+        child = self.child.state_near(ctx, side, inner, relation)
+        return f"(SELECT {self._select_list()} FROM {child})"
+
+    def passed_keys(self, keys: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        """``keys`` as the input's columns, when each is an input column passed through
+        (empty otherwise)."""
+        passed = {
+            name: e.name
+            for name, e in self.outputs
+            if isinstance(e, exp.Column) and not e.table and e.name in self.child.columns
+        }
+        if any(mine not in passed for mine, _ in keys):
+            return ()
+        return tuple((passed[mine], theirs) for mine, theirs in keys)
+
     def render_delta(self, ctx: RenderContext) -> str | None:
         child = self.child.delta(ctx)
         if child is None:

@@ -72,7 +72,7 @@ class SemiJoin(MembershipJoin):
         if left_delta is not None:
             terms.append(
                 f"SELECT * FROM {left_delta} AS {input_name(0)} "
-                f"WHERE {self.negation}({self.value(ctx, 'new')})"
+                f"WHERE {self.negation}({self.value(ctx, 'new', left_delta, self.verdict)})"
             )
         right_delta = self.right.node.delta(ctx)
         if right_delta is not None:
