@@ -6,9 +6,14 @@ over its views while each stays a full initial build plus several maintenance wi
 
 from __future__ import annotations
 
+import os
+from unittest import mock
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from dbt_duckstream.runtime import decide
 
 from .harness import fresh_lake, maintain_through
 from .scenarios import Scenario, create_tables, scenarios
@@ -96,3 +101,18 @@ def run_scenario(scenario: Scenario, views: dict[str, str], catalog: str = ":mem
 def test_maintained_equals_recomputed(family: str, scenario: Scenario, data) -> None:
     name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")
     run_scenario(scenario, {name: FAMILIES[family][name]})
+
+
+#: examples of the large-state variant per family (at most ``DUCKSTREAM_EXAMPLES``)
+LARGE_STATE_EXAMPLES = min(100, int(os.environ.get("DUCKSTREAM_EXAMPLES", "200")))
+
+
+@pytest.mark.parametrize("family", ["aggregates", "join_aggregates", "nesting"])
+@settings(max_examples=LARGE_STATE_EXAMPLES)
+@given(scenario=scenarios(), data=st.data())
+def test_large_state_tables_read_by_key_range(family: str, scenario: Scenario, data) -> None:
+    """Every state table taken as large: read by key range (``sql.keyed_join``), its NULL
+    group keys matched by the second join."""
+    name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")
+    with mock.patch.object(decide, "LARGE_STATE_ROWS", 0):
+        run_scenario(scenario, {name: FAMILIES[family][name]})

@@ -140,13 +140,15 @@ class IVMPlan:
         feeds: dict[str, str] | None = None,
         reorganized: frozenset[str] = frozenset(),
         appended: frozenset[str] = frozenset(),
+        large: frozenset[str] = frozenset(),
     ) -> Maintenance | None:
         """Statements that bring the model from the old to the new snapshot (None: no change).
 
         ``feeds`` names relations already holding some sources' deltas (see ``Scan``);
         ``reorganized`` names the changed sources whose files a rewrite, compaction or flush
         reorganized in the window (their scans then take the delta per rowid); ``appended``
-        names those the window only inserted into (their deltas end no row)."""
+        names those the window only inserted into (their deltas end no row); ``large`` the
+        state tables read by key range (see ``sql.keyed_join``)."""
         ctx = RenderContext(
             snapshots,
             changed,
@@ -154,6 +156,7 @@ class IVMPlan:
             feeds=feeds or {},
             reorganized=reorganized,
             appended=appended,
+            large=large,
         )
         delta = self.root.delta(ctx)
         if delta is None:

@@ -57,6 +57,8 @@ class RenderContext:
     reorganized: frozenset[str] = frozenset()
     #: sources that the window only inserted into
     appended: frozenset[str] = frozenset()
+    #: state tables (keys) large enough to be read by key range (``sql.keyed_join``)
+    large: frozenset[str] = frozenset()
     #: each CTE's query and its keyword (``MATERIALIZED``, ``NOT MATERIALIZED`` or none)
     _ctes: dict[str, tuple[str, str]] = field(default_factory=dict)
     _memo: dict[tuple[int, str], str | None] = field(default_factory=dict)

@@ -496,7 +496,12 @@ def _maintain(
     feeds: dict[str, str],
 ) -> None:
     maintenance = plan.maintenance(
-        decision.windows, decision.changed, feeds, decision.reorganized, decision.appended
+        decision.windows,
+        decision.changed,
+        feeds,
+        decision.reorganized,
+        decision.appended,
+        decision.large_states,
     )
     if maintenance is None:
         return

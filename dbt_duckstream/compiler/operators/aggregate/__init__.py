@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ....sql import TableRef, column_list, expr_sql, quote, same_key, same_values
+from ....sql import TableRef, column_list, expr_sql, keyed_join, quote, same_key, same_values
 from ...render import MULT, Mode, RenderContext, Side
 from ...touched import key_name as touched_key
 from ...touched import restrict, touched_keys
@@ -104,6 +104,26 @@ class Aggregate(Operator):
     def _table(self) -> str:
         assert self.state_table is not None, "aggregate state table not assigned"
         return self.state_table.sql()
+
+    def _stored_join(
+        self, ctx: RenderContext, select: str, join: str, groups: str, stored_first: bool = True
+    ) -> str:
+        """The state table ``s`` joined with ``groups`` (aliased ``t``, or ``d`` when it comes
+        first) on the group columns. A large state table is read by key range: its rows are
+        sorted by the first group column when built, and ``keyed_join`` matches by ``=``."""
+        table = self._table()
+        assert self.state_table is not None
+        if self.keys and self.state_table.key in ctx.large:
+            if stored_first:
+                return keyed_join(select, table, join, groups, self.key_columns)
+            return keyed_join(
+                select, groups, join, table, self.key_columns, aliases=("d", "s"), split="left"
+            )
+        if stored_first:
+            on = same_key("s", "t", self.key_columns, empty="TRUE")
+            return f"SELECT {select} FROM {table} AS s {join} JOIN {groups} AS t ON {on}"
+        on = same_key("s", "d", self.key_columns, empty="TRUE")
+        return f"SELECT {select} FROM {groups} AS d {join} JOIN {table} AS s ON {on}"
 
     # -- SQL pieces ----------------------------------------------------------------------------
 
@@ -180,10 +200,7 @@ class Aggregate(Operator):
         if self.child.delta(ctx) is None:
             return None
         touched = self._touched(ctx)
-        match = same_key("s", "t", self.key_columns, empty="TRUE")
-        old = self._finals(
-            f"(SELECT s.* FROM {self._table()} AS s SEMI JOIN {touched} AS t ON {match})"
-        )
+        old = self._finals(f"({self._stored_join(ctx, 's.*', 'SEMI', touched)})")
         new = self._finals(touched)
         return f"SELECT *, -1 AS {MULT} FROM ({old})\nUNION ALL\nSELECT *, 1 AS {MULT} FROM ({new})"
 
@@ -192,6 +209,8 @@ class Aggregate(Operator):
     def _build(self, ctx: RenderContext) -> None:
         def create() -> str:
             query = ctx.query(self._state_query(self.child.state(ctx, "new"), self.accumulators))
+            if self.keys:  # clustered by key: a keyed read skips row groups (``_stored_join``)
+                query = f"SELECT * FROM ({query}) ORDER BY {quote(self.key_columns[0])}"
             table = self._table()
             ctx.statement(f"DROP TABLE IF EXISTS {table}")
             ctx.statement(f"CREATE TABLE {table} AS {query}")
@@ -221,11 +240,8 @@ class Aggregate(Operator):
     def _write(self, ctx: RenderContext, touched: str) -> None:
         table, columns = self._table(), column_list(self.state_columns)
         if self.keys:
-            match = same_key("s", "t", self.key_columns)
-            ctx.write(
-                f"DELETE FROM {table} WHERE rowid IN (SELECT s.rowid FROM {table} AS s "
-                f"SEMI JOIN {touched} AS t ON {match})"
-            )
+            matched = self._stored_join(ctx, "s.rowid", "SEMI", touched)
+            ctx.write(f"DELETE FROM {table} WHERE rowid IN ({matched})")
             live = f" WHERE {ROW_COUNT} > 0"
         else:
             ctx.write(f"DELETE FROM {table}")
@@ -260,16 +276,13 @@ class Aggregate(Operator):
         folded = ctx.cte(
             f"{self.name}_fold", f"SELECT {', '.join(fold)} FROM {delta}{self._group_by()}"
         )
-        on = same_key("s", "d", self.key_columns)
         merged = [f"d.{quote(k)}" for k in self.key_columns]
         merged.append(f"coalesce(s.{ROW_COUNT}, 0) + coalesce(d.{ROW_COUNT}, 0) AS {ROW_COUNT}")
         merged += [part for a in self.accumulators for part in a.merge("s", "d")]
         rescans = [p for a in self.accumulators if (p := a.rescan("s", "d")) is not None]
         merged.append(f"{' OR '.join(rescans) or 'FALSE'} AS _ivm_rescan")
-        combined = ctx.cte(
-            f"{self.name}_merge",
-            f"SELECT {', '.join(merged)} FROM {folded} AS d LEFT JOIN {self._table()} AS s ON {on}",
-        )
+        merge = self._stored_join(ctx, ", ".join(merged), "LEFT", folded, stored_first=False)
+        combined = ctx.cte(f"{self.name}_merge", merge)
         if not rescans:
             return f"SELECT {column_list(self.state_columns)} FROM {combined}"
         return self._rescanned(ctx, combined)
