@@ -88,6 +88,10 @@ FAMILIES: dict[str, dict[str, str]] = {
         # the left input read narrowed through a join, a filter and a projection (TPC-H Q18)
         "sa_join_in_agg": "SELECT r.id, s.name, r.v FROM r JOIN s ON r.k = s.k "
         "WHERE s.w IS NOT NULL AND r.k IN (SELECT k FROM t GROUP BY k HAVING count(*) > 1)",
+        # a correlated test over an aggregate's state read narrowed (DuckDB cannot flatten
+        # a correlated subquery over its anti join: read through a materialized CTE)
+        "sa_in_agg_correlated": "SELECT r.id, r.v FROM r WHERE r.k IN (SELECT a.k FROM "
+        "(SELECT k, count(*) AS n FROM s GROUP BY k) AS a WHERE a.n > r.v)",
         "sa_renamed_in": "SELECT x.kk, x.v FROM (SELECT k AS kk, v, id + 1 AS n FROM r) AS x "
         "WHERE x.kk IN (SELECT s.k FROM s WHERE s.w > 1) AND x.n > 2",
     },

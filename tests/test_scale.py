@@ -116,11 +116,12 @@ def four_threads(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 @given(scenario=scale_scenarios())
 def test_large_double_aggregates_stay_exact(scenario: ScaleScenario) -> None:
     # the state tables of 20,000 keys are read by key range (``sql.keyed_join``), the
-    # smaller ones by ``IS NOT DISTINCT FROM``
+    # smaller ones by ``IS NOT DISTINCT FROM``; facts is narrowed through the inputs joined
+    # with a changed one
     with (
         fresh_lake() as con,
         four_threads(con),
-        mock.patch.object(decide, "LARGE_STATE_ROWS", 10_000),
+        mock.patch.object(decide, "LARGE_TABLE_ROWS", 10_000),
     ):
         con.execute("CREATE TABLE facts (id BIGINT, k INTEGER, g INTEGER, v DOUBLE, w DOUBLE)")
         con.execute("CREATE TABLE dim (k INTEGER, grp INTEGER, name VARCHAR)")

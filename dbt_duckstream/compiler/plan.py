@@ -148,7 +148,7 @@ class IVMPlan:
         ``reorganized`` names the changed sources whose files a rewrite, compaction or flush
         reorganized in the window (their scans then take the delta per rowid); ``appended``
         names those the window only inserted into (their deltas end no row); ``large`` the
-        state tables read by key range (see ``sql.keyed_join``)."""
+        tables worth another scan to read fewer of their rows (``RenderContext.large``)."""
         ctx = RenderContext(
             snapshots,
             changed,

@@ -57,7 +57,9 @@ class RenderContext:
     reorganized: frozenset[str] = frozenset()
     #: sources that the window only inserted into
     appended: frozenset[str] = frozenset()
-    #: state tables (keys) large enough to be read by key range (``sql.keyed_join``)
+    #: tables (keys) large enough that reading fewer of their rows is worth another scan: a
+    #: state table read by key range (``sql.keyed_join``), a source narrowed through the
+    #: inputs a join term narrows (``Join``)
     large: frozenset[str] = frozenset()
     #: each CTE's query and its keyword (``MATERIALIZED``, ``NOT MATERIALIZED`` or none)
     _ctes: dict[str, tuple[str, str]] = field(default_factory=dict)

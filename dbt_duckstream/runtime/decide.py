@@ -146,8 +146,8 @@ class Decision:
     reorganized: frozenset[str] = frozenset()
     #: the changed sources that the window only inserted into (their deltas end no row)
     appended: frozenset[str] = frozenset()
-    #: the model's state tables (keys) read by key range (``LARGE_STATE_ROWS``)
-    large_states: frozenset[str] = frozenset()
+    #: the sources and state tables (keys) of at least ``LARGE_TABLE_ROWS`` rows
+    large_tables: frozenset[str] = frozenset()
 
     @property
     def refills(self) -> bool:
@@ -156,10 +156,11 @@ class Decision:
         return self.strategy is Strategy.REBUILD and bool(self.changed)
 
 
-#: a state table of at least this many rows is read by key range (``sql.keyed_join``): a
-#: second join for NULL keys costs a DuckLake scan (4-7 ms at TPC-H SF1, measured), reading
-#: the key column of a table this large costs more
-LARGE_STATE_ROWS = 1_000_000
+#: a state table of at least this many rows is read by key range (``sql.keyed_join``), and
+#: a source this large is narrowed through the inputs a join term narrows (``Join``): each
+#: costs another DuckLake scan (4-7 ms at TPC-H SF1, measured), reading or hashing a table
+#: this large costs more
+LARGE_TABLE_ROWS = 1_000_000
 
 #: snapshot change kinds that rewrite a table's storage without changing its rows
 COMPACTIONS = frozenset({"compacted_table", "merge_adjacent", "rewrite_delete", "inline_flush"})
@@ -371,18 +372,19 @@ class Situation:
         return newest <= old and rows == cursor.rows
 
     @cached_property
-    def large_states(self) -> frozenset[str]:
-        """The state tables of at least ``LARGE_STATE_ROWS`` rows, from the lake's table
-        statistics."""
+    def large_tables(self) -> frozenset[str]:
+        """The sources and state tables of at least ``LARGE_TABLE_ROWS`` rows, from the
+        lake's table statistics (one query per catalog)."""
         large: set[str] = set()
-        for catalog in {t.catalog for t in self.plan.state_tables}:
+        known = [*self.plan.sources, *self.plan.state_tables]
+        for catalog in {t.catalog for t in known}:
             tables = {
                 tid: t.key
-                for t in self.plan.state_tables
+                for t in known
                 if t.catalog == catalog and (tid := self.ids.get(t.key)) is not None
             }
             counts = _record_counts(self.con, catalog, set(tables))
-            large |= {tables[tid] for tid, rows in counts.items() if rows >= LARGE_STATE_ROWS}
+            large |= {tables[tid] for tid, rows in counts.items() if rows >= LARGE_TABLE_ROWS}
         return frozenset(large)
 
     @cached_property
@@ -527,7 +529,7 @@ def maintain(s: Situation) -> Decision:
         spans=s.verified_spans[0],
         reorganized=s.changes.reorganized,
         appended=s.changes.appended,
-        large_states=s.large_states,
+        large_tables=s.large_tables,
     )
 
 

@@ -501,7 +501,7 @@ def _maintain(
         feeds,
         decision.reorganized,
         decision.appended,
-        decision.large_states,
+        decision.large_tables,
     )
     if maintenance is None:
         return

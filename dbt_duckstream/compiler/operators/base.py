@@ -56,6 +56,11 @@ class Operator(ABC):
         """SQL of the signed delta, or None when nothing below changed."""
 
     @property
+    def source_table(self) -> str | None:
+        """The source (key) this relation reads as it is, if it is a plain read of one."""
+        return None
+
+    @property
     def stored(self) -> bool:
         """Whether the operator keeps state in a table beside the model (``state_table``)."""
         return False

@@ -145,12 +145,23 @@ class MembershipJoin(Operator):
         return self.membership.value_sql(self.inputs, self._right_near(ctx, side, near, verdict))
 
     def _right_near(self, ctx: RenderContext, side: Side, near: str | None, verdict: str) -> str:
+        """The right input at ``side`` narrowed to what the rows of ``near`` can meet, as a
+        materialized CTE: a correlated subquery over it is judged over its rows alone (DuckDB
+        cannot flatten one over the anti join of an aggregate's state)."""
         keys = self.membership.touching_keys(self.inputs, verdict) if near else ()
         if not keys:
             return self.right.node.state(ctx, side)
         assert near is not None
         swapped = tuple((theirs, mine) for mine, theirs in keys)
-        return self.right.node.state_near(ctx, side, swapped, near)
+
+        def render() -> str:
+            rows = self.right.node.state_near(ctx, side, swapped, near)
+            name = f"{self.name}_{side}_for_{near.strip(chr(34))}"
+            return ctx.cte(name, f"SELECT * FROM {rows}", materialized=True)
+
+        found = ctx.once(self.node_id, f"{side} for {near}", render)
+        assert found is not None
+        return found
 
     def flips(self, ctx: RenderContext, delta: str, verdict: str = "") -> str:
         """A CTE: the left rows at the old snapshot whose value, followed by ``verdict``

@@ -102,6 +102,10 @@ class Scan(Operator):
     def own_sources(self) -> set[TableRef]:
         return {self.table}
 
+    @property
+    def source_table(self) -> str | None:
+        return self.table.key
+
     def _select_list(self) -> str:
         return column_list(self.read) if self.read else f"TRUE AS {ROW_MARKER}"
 
