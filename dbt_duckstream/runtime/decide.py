@@ -70,7 +70,7 @@ from .lake import (
     snapshot_exists,
     uses_deletion_vectors,
 )
-from .near_reads import near_reads, near_rows
+from .near_reads import NearRead, near_reads, near_rows, reads_changed, rows_read
 from .preimages import SNAPSHOT_COLUMN, table_directory
 from .runlog import Cursor, Entry, PastRun, is_own_commit
 
@@ -372,11 +372,12 @@ class Situation:
         return newest <= old and rows == cursor.rows
 
     @cached_property
-    def large_tables(self) -> frozenset[str]:
-        """The sources and state tables of at least ``LARGE_TABLE_ROWS`` rows, from the
-        lake's table statistics (one query per catalog)."""
-        large: set[str] = set()
-        known = [*self.plan.sources, *self.plan.state_tables]
+    def table_rows(self) -> dict[str, int]:
+        """Rows of the sources, the model and its state tables (by key; those that exist),
+        from the lake's table statistics: one query per catalog, for the estimate and for
+        ``large_tables``."""
+        found: dict[str, int] = {}
+        known = [*self.plan.sources, self.plan.target, *self.plan.state_tables]
         for catalog in {t.catalog for t in known}:
             tables = {
                 tid: t.key
@@ -384,14 +385,22 @@ class Situation:
                 if t.catalog == catalog and (tid := self.ids.get(t.key)) is not None
             }
             counts = _record_counts(self.con, catalog, set(tables))
-            large |= {tables[tid] for tid, rows in counts.items() if rows >= LARGE_TABLE_ROWS}
-        return frozenset(large)
+            found |= {key: counts.get(tid, 0) for tid, key in tables.items()}
+        return found
+
+    @cached_property
+    def large_tables(self) -> frozenset[str]:
+        """The sources and state tables of at least ``LARGE_TABLE_ROWS`` rows."""
+        tables = [*self.plan.sources, *self.plan.state_tables]
+        return frozenset(t.key for t in tables if self.table_rows.get(t.key, 0) >= LARGE_TABLE_ROWS)
 
     @cached_property
     def costs(self) -> Estimate:
         """What maintaining this window and rebuilding would cost (``estimate``), corrected
         by what the model's past runs measured (``learned_correction``)."""
-        found = estimate(self.con, self.plan, self.window, self.changes.changed, self.ids)
+        found = estimate(
+            self.con, self.plan, self.window, self.changes.changed, self.ids, self.table_rows
+        )
         past = self.last.past if self.last is not None else ()
         return replace(found, correction=learned_correction(past))
 
@@ -580,9 +589,10 @@ def estimate(
     windows: dict[str, tuple[int, int]],
     changed: frozenset[str],
     ids: dict[str, int | None],
+    table_rows: dict[str, int],
 ) -> Estimate:
     """The estimate for a window in which the sources ``changed`` (keys) changed; ``ids``
-    holds the table ids of the sources and of the model."""
+    holds the table ids of the sources and of the model, ``table_rows`` their rows."""
     rows: dict[str, int] = {}
     feed_rows = inserted_rows = deleted_rows = 0
     #: deleted rows whose old values DuckLake keeps in its catalog (inlined): cheap to look up
@@ -594,8 +604,7 @@ def estimate(
             for t in tables
             if t.catalog == catalog and (tid := ids.get(t.key)) is not None
         }
-        counts = _record_counts(con, catalog, set(known.values()))
-        rows |= {key: counts.get(tid, 0) for key, tid in known.items()}
+        rows |= {key: table_rows.get(key, 0) for key in known}
         touched = {tid for key, tid in known.items() if key in changed}
         inserted, pre_images, deleted, inlined_deleted = _window_files(
             con, catalog, window, touched
@@ -608,7 +617,8 @@ def estimate(
     narrowed: dict[NarrowedRead, int] = {}
     terms = list(_join_terms(plan.root, changed))
     reads = {read for _, _, term_reads in terms for read in term_reads}
-    for _, read, keys, origins, _ in near_reads(plan.root, changed):
+    near = list(near_reads(plan.root, changed))
+    for _, read, keys, origins, _ in near:
         near_rows(read, keys, origins, rows, {}, reads)
     for catalog, window in windows.items():
         prefix = f"{catalog}."
@@ -618,7 +628,7 @@ def estimate(
         inserted_rows + deleted_rows + cheap_deleted,
         feed_rows
         + INSERT_WEIGHT * (inserted_rows + deleted_rows + cheap_deleted)
-        + full_reads(plan.root, changed, rows, narrowed, terms),
+        + full_reads(plan.root, changed, rows, narrowed, terms, near),
         sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
     )
 
@@ -688,11 +698,11 @@ def _join_terms(root: Operator, changed: frozenset[str]) -> Iterator[JoinTerm]:
     """Per join term (a changing input) and other input j: the narrowed reads j may take."""
     above = {id(n.child): n.predicate for n in root.walk() if isinstance(n, Filter)}
     for node in root.walk():
-        if not isinstance(node, Join) or not _changes(node, changed):
+        if not isinstance(node, Join) or not reads_changed(node, changed):
             continue
         equalities = node.equalities(above.get(id(node)))
         for i, changing in enumerate(node.children):
-            if not _changes(changing, changed):
+            if not reads_changed(changing, changed):
                 continue
             for j, other in enumerate(node.children):
                 if j == i:
@@ -712,6 +722,7 @@ def full_reads(
     rows: dict[str, int],
     narrowed: dict[NarrowedRead, int] | None = None,
     terms: list[JoinTerm] | None = None,
+    near: list[NearRead] | None = None,
 ) -> int:
     """Rows of inputs read in full by the delta: a join term joins one input's delta with
     every other input's whole state, or, where it narrows an input to the delta's keys, with
@@ -724,53 +735,46 @@ def full_reads(
     partitions from its input at the new snapshot (and at the old one too, without stored
     rows); a counting set operation counts the touched rows in both inputs; a top-N may rescan
     its input. A window without PARTITION BY and a recursive CTE recompute everything and store
-    it again. ``terms``: the join terms (``_join_terms``), when the caller has walked them."""
+    it again. ``terms`` and ``near``: the join terms (``_join_terms``) and the narrowed reads
+    (``near_reads``), when the caller has walked them."""
     total = 0
     for node in root.walk():
-        if not _changes(node, changed):
+        if not reads_changed(node, changed):
             continue
         if isinstance(node, Join):
             continue  # below, by term
         if isinstance(node, Aggregate) and not node.folds:
-            total += _rows(node.child, rows)
+            total += rows_read(node.child, rows)
         elif isinstance(node, OuterJoin):
             left, right = node.children
             for changing, other, pads_other in (
                 (left, right, node.keep_right),
                 (right, left, node.keep_left),
             ):
-                if _changes(changing, changed):
-                    total += _rows(other, rows)
+                if reads_changed(changing, changed):
+                    total += rows_read(other, rows)
                     if pads_other:
-                        total += _rows(other, rows) + 2 * _rows(changing, rows)
+                        total += rows_read(other, rows) + 2 * rows_read(changing, rows)
         elif isinstance(node, ScalarSubquery):
             left, right = node.children
-            if _changes(left, changed):
-                total += _rows(right, rows)
-            if _changes(right, changed):
-                total += _rows(left, rows)
+            if reads_changed(left, changed):
+                total += rows_read(right, rows)
+            if reads_changed(right, changed):
+                total += rows_read(left, rows)
         elif isinstance(node, Window):
-            total += _rows(node.child, rows) * (1 if node.stored else 2)
+            total += rows_read(node.child, rows) * (1 if node.stored else 2)
             if not node.partition:
-                total += OUTPUT_WEIGHT * _rows(node.child, rows)
+                total += OUTPUT_WEIGHT * rows_read(node.child, rows)
         elif isinstance(node, CountedSetOperation | TopN):
-            total += sum(_rows(c, rows) for c in node.children)
+            total += sum(rows_read(c, rows) for c in node.children)
         elif isinstance(node, RecursiveCTE):
-            total += (1 + OUTPUT_WEIGHT) * _rows(node, rows)
+            total += (1 + OUTPUT_WEIGHT) * rows_read(node, rows)
     for node, j, reads in _join_terms(root, changed) if terms is None else terms:
         bounded = [narrowed[r] for r in reads if narrowed and r in narrowed]
-        total += min(bounded) if bounded else _rows(node.children[j], rows)
-    for _, read, keys, origins, times in near_reads(root, changed):
+        total += min(bounded) if bounded else rows_read(node.children[j], rows)
+    for _, read, keys, origins, times in near_reads(root, changed) if near is None else near:
         total += times * near_rows(read, keys, origins, rows, narrowed or {}, set())
     return total
-
-
-def _changes(node: Operator, changed: frozenset[str]) -> bool:
-    return any(s.key in changed for s in node.sources())
-
-
-def _rows(node: Operator, rows: dict[str, int]) -> int:
-    return sum(rows.get(s.key, 0) for s in node.sources())
 
 
 def _window_files(

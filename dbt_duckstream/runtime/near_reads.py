@@ -67,12 +67,12 @@ def near_reads(root: Operator, changed: frozenset[str]) -> Iterator[NearRead]:
         left, right = node.left.node, node.right.node
         keys = node.membership.touching_keys(node.inputs, node.verdict)
         swapped = tuple((theirs, mine) for mine, theirs in keys)
-        if _changes(right, changed):
+        if reads_changed(right, changed):
             by_right = _origins(right, [theirs for _, theirs in keys], changed)
             by_left = {mine: by_right[theirs] for mine, theirs in keys if theirs in by_right}
             yield node, left, keys, by_right, 1
             yield node, right, swapped, by_left, 2
-        if _changes(left, changed):
+        if reads_changed(left, changed):
             yield node, right, swapped, _origins(left, [mine for mine, _ in keys], changed), 1
 
 
@@ -88,7 +88,7 @@ def near_rows(
     """Rows that ``node``'s state narrowed by ``keys`` reads; the key-range reads it would
     price by are added to ``wanted``, and priced from ``narrowed`` where known."""
     if not keys:
-        return _rows(node, rows)
+        return rows_read(node, rows)
     if isinstance(node, Scan):
         reads = [
             NarrowedRead(node.table.key, mine, *origins[theirs])
@@ -97,7 +97,7 @@ def near_rows(
         ]
         wanted.update(reads)
         bounded = [narrowed[r] for r in reads if r in narrowed]
-        return min(bounded) if bounded else _rows(node, rows)
+        return min(bounded) if bounded else rows_read(node, rows)
     if isinstance(node, Filter):
         predicate = node.predicate if above is None else exp.and_(node.predicate, above)
         return near_rows(node.child, keys, origins, rows, narrowed, wanted, predicate)
@@ -111,7 +111,7 @@ def near_rows(
         )
     if isinstance(node, Aggregate) and node.narrows_state(keys):
         return 0
-    return _rows(node, rows)
+    return rows_read(node, rows)
 
 
 def _origins(node: Operator, columns: list[str], changed: frozenset[str]) -> Origins:
@@ -124,9 +124,11 @@ def _origins(node: Operator, columns: list[str], changed: frozenset[str]) -> Ori
     return found
 
 
-def _changes(node: Operator, changed: frozenset[str]) -> bool:
+def reads_changed(node: Operator, changed: frozenset[str]) -> bool:
+    """Whether ``node`` reads a source of ``changed`` (keys)."""
     return any(s.key in changed for s in node.sources())
 
 
-def _rows(node: Operator, rows: dict[str, int]) -> int:
+def rows_read(node: Operator, rows: dict[str, int]) -> int:
+    """The rows of the sources ``node`` reads, from ``rows`` (by source key)."""
     return sum(rows.get(s.key, 0) for s in node.sources())

@@ -66,41 +66,55 @@ class Membership:
             return f"EXISTS (SELECT 1 FROM {relation} AS {input_name(1)}{self._where(inputs)})"
         return self._quantified(inputs, relation)
 
-    def touching_sql(self, inputs: tuple[JoinInput, JoinInput], verdict: str) -> str | None:
-        """A condition on a left row and a row of the right input's change that every change
-        row able to move the row's ``verdict`` meets, when one exists: a semi join on it finds
-        the touched rows, and DuckDB plans it as a hash join on its equalities, filtering
-        the left input before it is built (``(x = ANY (...)) IS NOT FALSE`` is judged over
-        every row of the left input, a whole join at the old snapshot for TPC-H Q18).
+    def _touching(
+        self, inputs: tuple[JoinInput, JoinInput], verdict: str
+    ) -> tuple[exp.Expr | None, tuple[exp.Expr, exp.Expr] | None] | None:
+        """The parts, bound, of a condition on a left row and a row of the right input's
+        change that every change row able to move the row's ``verdict`` meets: the
+        correlation, and the operand and value compared; None when no such condition exists.
 
         ``x = ANY`` is TRUE only through a row whose comparison is TRUE, so a TRUE verdict
         (a semi join) can only move through such rows; NULL and FALSE verdicts also move
         through NULLs, and ``ALL`` through the rows whose comparison is not TRUE."""
         correlation = bind_columns(self.correlation, inputs)
-        conditions = [expr_sql(correlation)] if correlation is not None else []
+        if self.quantifier == "exists":
+            return correlation, None
         if self.quantifier == "any" and verdict == "IS TRUE":
             operand = bind_columns(self.operand, inputs)
             value = bind_columns(self.value, inputs)
             assert operand is not None and value is not None
-            conditions.append(f"{expr_sql(operand)} {self.comparison} {expr_sql(value)}")
-        elif self.quantifier != "exists":
+            return correlation, (operand, value)
+        return None
+
+    def touching_sql(self, inputs: tuple[JoinInput, JoinInput], verdict: str) -> str | None:
+        """The condition of ``_touching``, when one exists: a semi join on it finds the
+        touched rows, and DuckDB plans it as a hash join on its equalities, filtering the left
+        input before it is built (``(x = ANY (...)) IS NOT FALSE`` is judged over every row of
+        the left input, a whole join at the old snapshot for TPC-H Q18)."""
+        parts = self._touching(inputs, verdict)
+        if parts is None:
             return None
+        correlation, compared = parts
+        conditions = [expr_sql(correlation)] if correlation is not None else []
+        if compared is not None:
+            operand, value = compared
+            conditions.append(f"{expr_sql(operand)} {self.comparison} {expr_sql(value)}")
         return " AND ".join(f"({c})" for c in conditions) or None
 
     def touching_keys(
         self, inputs: tuple[JoinInput, JoinInput], verdict: str
     ) -> tuple[tuple[str, str], ...]:
-        """Pairs of columns (left, right) that ``touching_sql`` equates: a touched row's
-        columns hold values of the change's, so the left input is read narrowed by them."""
-        implied = [bind_columns(self.correlation, inputs)]
-        if self.quantifier == "any" and verdict == "IS TRUE" and self.comparison == "=":
-            operand = bind_columns(self.operand, inputs)
-            value = bind_columns(self.value, inputs)
+        """Pairs of columns (left, right) that the correlation equates, and ``x = y`` where a
+        ``verdict`` moves only through rows whose comparison is TRUE (``_touching``): a row's
+        value over the right input depends only on the right rows meeting them, so either
+        input is read narrowed by the other's values."""
+        correlation = bind_columns(self.correlation, inputs)
+        implied = [correlation] if correlation is not None else []
+        parts = self._touching(inputs, verdict)
+        if parts is not None and parts[1] is not None and self.comparison == "=":
+            operand, value = parts[1]
             implied.append(exp.EQ(this=operand, expression=value))
-        conditions = [c for c in implied if c is not None]
-        if not conditions:
-            return ()
-        return equated_columns(exp.and_(*conditions)).get((0, 1), ())
+        return equated_columns(exp.and_(*implied)).get((0, 1), ()) if implied else ()
 
     def touched_sql(self, inputs: tuple[JoinInput, JoinInput], delta: str) -> str:
         """Whether a row of ``delta`` (a change of the right input) may change the value."""
@@ -136,19 +150,17 @@ class MembershipJoin(Operator):
     def left_columns(self) -> str:
         return column_list(self.left.columns, f"{input_name(0)}.")
 
-    def value(
-        self, ctx: RenderContext, side: Side, near: str | None = None, verdict: str = ""
-    ) -> str:
+    def value(self, ctx: RenderContext, side: Side, near: str | None = None) -> str:
         """The predicate for the row ``_ivm_in0`` over the right input at ``side``; for the
         rows of ``near`` only (a relation with the left's columns), as far as ``verdict``
         tells them apart, the right input read narrowed to what they can meet."""
-        return self.membership.value_sql(self.inputs, self._right_near(ctx, side, near, verdict))
+        return self.membership.value_sql(self.inputs, self._right_near(ctx, side, near))
 
-    def _right_near(self, ctx: RenderContext, side: Side, near: str | None, verdict: str) -> str:
+    def _right_near(self, ctx: RenderContext, side: Side, near: str | None) -> str:
         """The right input at ``side`` narrowed to what the rows of ``near`` can meet, as a
         materialized CTE: a correlated subquery over it is judged over its rows alone (DuckDB
         cannot flatten one over the anti join of an aggregate's state)."""
-        keys = self.membership.touching_keys(self.inputs, verdict) if near else ()
+        keys = self.membership.touching_keys(self.inputs, self.verdict) if near else ()
         if not keys:
             return self.right.node.state(ctx, side)
         assert near is not None
@@ -163,7 +175,7 @@ class MembershipJoin(Operator):
         assert found is not None
         return found
 
-    def flips(self, ctx: RenderContext, delta: str, verdict: str = "") -> str:
+    def flips(self, ctx: RenderContext, delta: str) -> str:
         """A CTE: the left rows at the old snapshot whose value, followed by ``verdict``
         (e.g. ``IS TRUE``), differs over the right input's old and new state.
 
@@ -174,6 +186,7 @@ class MembershipJoin(Operator):
         the left by the change's values, the right by the touched rows'."""
         left = self.left.node.state(ctx, "old")
         correlation = bind_columns(self.membership.correlation, self.inputs)
+        verdict = self.verdict
         touching = self.membership.touching_sql(self.inputs, verdict)
         if touching is not None:
             keys = self.membership.touching_keys(self.inputs, verdict)
@@ -188,7 +201,7 @@ class MembershipJoin(Operator):
         touched_rows = ctx.cte(f"{self.name}_touched", rows, materialized=True)
 
         def judged(side: Side) -> str:
-            right = self._right_near(ctx, side, touched_rows, verdict)
+            right = self._right_near(ctx, side, touched_rows)
             if correlation is None:
                 return right
             return ctx.cte(

@@ -72,11 +72,11 @@ class SemiJoin(MembershipJoin):
         if left_delta is not None:
             terms.append(
                 f"SELECT * FROM {left_delta} AS {input_name(0)} "
-                f"WHERE {self.negation}({self.value(ctx, 'new', left_delta, self.verdict)})"
+                f"WHERE {self.negation}({self.value(ctx, 'new', left_delta)})"
             )
         right_delta = self.right.node.delta(ctx)
         if right_delta is not None:
-            flips = self.flips(ctx, right_delta, self.verdict)
+            flips = self.flips(ctx, right_delta)
             terms.append(
                 f"SELECT {self.left_columns()}, CASE WHEN {input_name(0)}.{AFTER} THEN 1 "
                 f"ELSE -1 END AS {MULT} FROM {flips} AS {input_name(0)}"

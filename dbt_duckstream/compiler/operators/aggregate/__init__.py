@@ -159,15 +159,30 @@ class Aggregate(Operator):
             assert side == "new", "a build reads the new snapshot only"
             self._build(ctx)
             return self._finals(self._table())
+        return self._maintained_state(ctx, side)
+
+    def _maintained_state(
+        self,
+        ctx: RenderContext,
+        side: Side,
+        keys: tuple[tuple[str, str], ...] = (),
+        relation: str = "",
+    ) -> str:
+        """The aggregate's rows at ``side`` in a maintenance run: its stored groups, at the
+        new snapshot with the touched ones replaced by their new state; with ``keys``, only
+        the groups whose columns ``keys`` occur in ``relation``."""
+        stored = narrowed(self._table(), keys, relation)
         if side == "old" or not self.changes_in(ctx):
-            return self._finals(self._table())
+            return self._finals(stored)
         touched = self._touched(ctx)
         match = same_key("s", "t", self.key_columns, empty="TRUE")
-        kept = f"SELECT s.* FROM {self._table()} AS s ANTI JOIN {touched} AS t ON {match}"
+        kept = f"SELECT s.* FROM {stored} AS s ANTI JOIN {touched} AS t ON {match}"
         if not self.keys:
-            kept = f"SELECT * FROM {self._table()} WHERE FALSE"
-        columns = column_list(self.state_columns)
-        return self._finals(f"({kept} UNION ALL SELECT {columns} FROM {touched})")
+            kept = f"SELECT * FROM {stored} WHERE FALSE"
+        fresh = f"SELECT {column_list(self.state_columns)} FROM {touched}"
+        if keys:
+            fresh = f"SELECT * FROM {narrowed(f'({fresh})', keys, relation)}"
+        return self._finals(f"({kept} UNION ALL {fresh})")
 
     def state_near(
         self,
@@ -181,15 +196,7 @@ class Aggregate(Operator):
         of a large one: TPC-H Q18's ``IN (... GROUP BY ... HAVING ...)``)."""
         if ctx.mode is not Mode.MAINTAIN or not self.narrows_state(keys):
             return super().state_near(ctx, side, keys, relation, above)
-        stored = narrowed(self._table(), keys, relation)
-        if side == "old" or not self.changes_in(ctx):
-            return f"({self._finals(stored)})"
-        touched = self._touched(ctx)
-        match = same_key("s", "t", self.key_columns, empty="TRUE")
-        kept = f"SELECT s.* FROM {stored} AS s ANTI JOIN {touched} AS t ON {match}"
-        columns = column_list(self.state_columns)
-        fresh = narrowed(f"(SELECT {columns} FROM {touched})", keys, relation)
-        return f"({self._finals(f'({kept} UNION ALL SELECT * FROM {fresh})')})"
+        return f"({self._maintained_state(ctx, side, keys, relation)})"
 
     def narrows_state(self, keys: tuple[tuple[str, str], ...]) -> bool:
         """Whether ``keys`` are group columns, which a maintenance run reads from the state
