@@ -6,7 +6,7 @@ data source all write DuckDB SQL through these, so quoting is done one way every
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -53,6 +53,64 @@ def literal(text: str) -> str:
     "'it''s'"
     """
     return "'" + text.replace("'", "''") + "'"
+
+
+def inlined(sql: str, params: Sequence[object] | Mapping[str, object]) -> str:
+    """``sql`` with its placeholders (outside quotes) replaced by literals of their values:
+    ``?`` by the values of a sequence in turn, ``$name`` by those of a mapping.
+
+    DuckDB binds a statement with parameters twice, when preparing it and when executing it,
+    and with a DuckLake attached a bind costs 0.5-3 ms (measured: a metadata query 0.6 ms
+    with literals, 2.1 ms with parameters; the run log's insert 2.9 ms against 6.5 ms).
+    Floats go through text, which DuckDB parses exactly (a decimal literal is not).
+
+    >>> inlined("SELECT * FROM t WHERE a = ? AND b <> '?' AND c IN (?, ?)", ["it's", 2, 0.1])
+    "SELECT * FROM t WHERE a = 'it''s' AND b <> '?' AND c IN (2, '0.1'::DOUBLE)"
+    >>> inlined("SELECT $a, '$a', $ab", {"a": None, "ab": True})
+    "SELECT NULL, '$a', TRUE"
+    >>> inlined("SELECT ?", [1, 2])
+    Traceback (most recent call last):
+    ...
+    ValueError: 2 values for 1 placeholders
+    """
+    named = params if isinstance(params, Mapping) else None
+    values = [] if named is not None else list(params)
+    parts: list[str] = []
+    quote_char, found, at = "", 0, 0
+    while at < len(sql):
+        char = sql[at]
+        at += 1
+        if quote_char:
+            quote_char = "" if char == quote_char else quote_char
+        elif char in "'\"":
+            quote_char = char
+        elif char == "?" and named is None:
+            char = _literal_of(values[found]) if found < len(values) else char
+            found += 1
+        elif char == "$" and named is not None:
+            end = at
+            while end < len(sql) and (sql[end].isalnum() or sql[end] == "_"):
+                end += 1
+            if sql[at:end] in named:
+                char, at = _literal_of(named[sql[at:end]]), end
+        parts.append(char)
+    if named is None and found != len(values):
+        raise ValueError(f"{len(values)} values for {found} placeholders")
+    return "".join(parts)
+
+
+def _literal_of(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{literal(repr(value))}::DOUBLE"
+    if isinstance(value, str):
+        return literal(value)
+    raise TypeError(f"no SQL literal for {type(value).__name__}")
 
 
 def column_list(columns: Iterable[str], prefix: str = "") -> str:

@@ -673,3 +673,48 @@ def test_rows_sharing_a_row_id_never_retract_the_wrong_row(lake, caplog, monkeyp
         assert "two live rows under one row id" in result.reason
         assert "rebuilds" in caplog.text
     m.assert_consistent()
+
+
+def test_a_process_reads_a_models_run_log_once_while_only_its_own_runs_write_it(
+    model, lake, monkeypatch
+):
+    """The latest run a process wrote is the one it finds next time, without reading the log:
+    the lake's snapshot metadata shows that only its own commit wrote the model's runs."""
+    reads: list[str] = []
+    original = runlog.latest_runs
+
+    def counted(con, target):
+        reads.append(target.name)
+        return original(con, target)
+
+    monkeypatch.setattr(runlog, "latest_runs", counted)
+    other = Model(lake, "other_m", "SELECT k, count(*) AS n FROM t GROUP BY k")
+    assert other.refresh().strategy == "initial"  # another model's runs: not this model's
+    assert reads == ["other_m"]  # its first run: a model the process has not seen yet
+    reads.clear()
+    for round_ in range(3):
+        lake.execute(f"INSERT INTO t VALUES ({round_}, 1)")
+        assert model.refresh().strategy == "incremental"
+        assert other.refresh().strategy == "incremental"
+        assert model.refresh().strategy == "unchanged"
+    assert reads == []
+    model.assert_consistent()
+    lake.execute("DELETE FROM _duckstream_runs WHERE model = 'm'")  # by hand
+    assert model.refresh().strategy == "initial"
+    assert reads == ["m"]
+    model.assert_consistent()
+
+
+def test_a_run_of_the_model_in_another_process_moves_its_cursor_here_too(model, lake, monkeypatch):
+    """Two dbt processes maintain one model by turns (each process keeps what it knows of the
+    run log, ``known_runs``): each finds the other's run in the log; applying a window again
+    would count its changes twice."""
+    from dbt_duckstream.runtime import known_runs
+
+    memories: list[dict] = [{}, {}]
+    for round_ in range(4):
+        monkeypatch.setattr(known_runs, "_known", memories[round_ % 2])
+        lake.execute(f"INSERT INTO t VALUES ({round_ % 3}, {round_})")
+        result = model.refresh()
+        assert result.strategy == "incremental", result.summary()
+        model.assert_consistent()

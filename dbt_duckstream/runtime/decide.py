@@ -55,13 +55,12 @@ from ..compiler.operators import (
     Window,
 )
 from ..errors import ConfigurationError
-from ..sql import TableRef, literal, quote
+from ..sql import TableRef, inlined, literal, quote
 from .counts import CountRead, counts_at
 from .key_ranges import NarrowedRead, narrowed_rows
 from .lake import (
     SnapshotChange,
     inlined_tables,
-    lake_identity,
     live_rows,
     metadata_catalog,
     read_columns,
@@ -218,6 +217,9 @@ class Situation:
     plan: IVMPlan
     pinned: dict[str, int]
     ids: dict[str, int | None]
+    #: each pinned catalog's lake identity (``lake.lake_identity``), read in the decision's
+    #: transaction, where a metadata read costs a tenth of one outside it
+    lakes: dict[str, str]
     last: Entry | None
     full_refresh: bool = False
     rebuild_above: float | None = REBUILD_ABOVE
@@ -310,12 +312,6 @@ class Situation:
             frozenset(ending),
             listed,
         )
-
-    @cached_property
-    def lakes(self) -> dict[str, str]:
-        """Each catalog's lake identity (``lake.lake_identity``), read in the decision's
-        transaction, where a metadata read costs a tenth of one outside it."""
-        return {catalog: lake_identity(self.con, catalog) for catalog in self.pinned}
 
     @cached_property
     def verified_spans(self) -> tuple[dict[str, tuple[int, int]], str | None]:
@@ -789,23 +785,27 @@ def _window_files(
     old, new = window
     ids = ", ".join(str(i) for i in sorted(tables))
     row = con.execute(
-        f"SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file "
-        f"WHERE table_id IN ({ids}) AND begin_snapshot > ? AND begin_snapshot <= ?",
-        [old, new],
+        inlined(
+            f"SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file "
+            f"WHERE table_id IN ({ids}) AND begin_snapshot > ? AND begin_snapshot <= ?",
+            [old, new],
+        ),
     ).fetchone()
     inserted = int(row[0]) if row else 0
     # DuckLake extends one delete file per data file across snapshots (``partial_max``):
     # one that began in the window holds only its deletions, one that began before it also
     # every earlier deletion of its data file, and is counted by its snapshot column
     files = con.execute(
-        f"SELECT d.begin_snapshot > ?, f.record_count, d.delete_count, d.table_id, d.path, "
-        "d.path_is_relative "
-        f"FROM {meta}.ducklake_delete_file AS d JOIN {meta}.ducklake_data_file AS f "
-        "USING (data_file_id) "
-        f"WHERE d.table_id IN ({ids}) AND d.begin_snapshot <= ? "
-        "AND coalesce(d.partial_max, d.begin_snapshot) > ? "
-        "AND (d.end_snapshot IS NULL OR d.end_snapshot > ?)",
-        [old, new, old, new],
+        inlined(
+            f"SELECT d.begin_snapshot > ?, f.record_count, d.delete_count, d.table_id, d.path, "
+            "d.path_is_relative "
+            f"FROM {meta}.ducklake_delete_file AS d JOIN {meta}.ducklake_data_file AS f "
+            "USING (data_file_id) "
+            f"WHERE d.table_id IN ({ids}) AND d.begin_snapshot <= ? "
+            "AND coalesce(d.partial_max, d.begin_snapshot) > ? "
+            "AND (d.end_snapshot IS NULL OR d.end_snapshot > ?)",
+            [old, new, old, new],
+        ),
     ).fetchall()
     pre_images = deleted = 0
     spanning = []
@@ -843,23 +843,28 @@ def _spanning_deletions(
     directories = {
         int(table_id): table_directory(data_path, (schema, schema_relative), (table, relative))
         for table_id, schema, schema_relative, table, relative, data_path in con.execute(
-            "SELECT t.table_id, s.path, s.path_is_relative, t.path, t.path_is_relative, "
-            f"(SELECT data_path FROM ducklake_settings({literal(catalog)})) "
-            f"FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-            f"WHERE t.table_id IN ({', '.join(str(f[0]) for f in files)}) "
-            "AND t.begin_snapshot <= ? AND (t.end_snapshot IS NULL OR t.end_snapshot > ?) "
-            "AND s.begin_snapshot <= ? AND (s.end_snapshot IS NULL OR s.end_snapshot > ?)",
-            [new, new, new, new],
+            inlined(
+                "SELECT t.table_id, s.path, s.path_is_relative, t.path, t.path_is_relative, "
+                f"(SELECT data_path FROM ducklake_settings({literal(catalog)})) "
+                f"FROM {meta}.ducklake_table AS t "
+                f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+                f"WHERE t.table_id IN ({', '.join(str(f[0]) for f in files)}) "
+                "AND t.begin_snapshot <= ? AND (t.end_snapshot IS NULL OR t.end_snapshot > ?) "
+                "AND s.begin_snapshot <= ? AND (s.end_snapshot IS NULL OR s.end_snapshot > ?)",
+                [new, new, new, new],
+            ),
         ).fetchall()
     }
     paths = [directories[t] + p if relative else p for t, p, relative, _ in files]
     counted = dict(
         con.execute(
-            f"SELECT filename, count(*) FROM read_parquet([{', '.join(map(literal, paths))}], "
-            "filename = true) "
-            f"WHERE {quote(SNAPSHOT_COLUMN)} > ? AND {quote(SNAPSHOT_COLUMN)} <= ? "
-            "GROUP BY filename",
-            [old, new],
+            inlined(
+                f"SELECT filename, count(*) FROM read_parquet([{', '.join(map(literal, paths))}], "
+                "filename = true) "
+                f"WHERE {quote(SNAPSHOT_COLUMN)} > ? AND {quote(SNAPSHOT_COLUMN)} <= ? "
+                "GROUP BY filename",
+                [old, new],
+            ),
         ).fetchall()
     )
     rows = deleted = 0
@@ -909,12 +914,14 @@ def _inlined_deletions(
     for table in sorted(tables):
         try:
             found = con.execute(
-                f"SELECT coalesce(sum({_row_groups_read('f.record_count', 'd.n')}), 0), "
-                "coalesce(sum(d.n), 0) FROM "
-                f"(SELECT file_id, count(*) AS n FROM {meta}.ducklake_inlined_delete_{table} "
-                "WHERE begin_snapshot > ? AND begin_snapshot <= ? GROUP BY file_id) AS d "
-                f"JOIN {meta}.ducklake_data_file AS f ON f.data_file_id = d.file_id",
-                [old, new],
+                inlined(
+                    f"SELECT coalesce(sum({_row_groups_read('f.record_count', 'd.n')}), 0), "
+                    "coalesce(sum(d.n), 0) FROM "
+                    f"(SELECT file_id, count(*) AS n FROM {meta}.ducklake_inlined_delete_{table} "
+                    "WHERE begin_snapshot > ? AND begin_snapshot <= ? GROUP BY file_id) AS d "
+                    f"JOIN {meta}.ducklake_data_file AS f ON f.data_file_id = d.file_id",
+                    [old, new],
+                ),
             ).fetchone()
         except duckdb.CatalogException:
             continue

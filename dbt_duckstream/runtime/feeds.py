@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..compiler.operators.scan import source_delta_sql
-from ..sql import TableRef, quote
+from ..sql import TableRef, inlined, quote
 from . import preimages
 from .lake import BUILTIN, lake_identity, metadata_catalog
 
@@ -221,10 +221,12 @@ def _lasting_columns(
 ) -> tuple[str, ...]:
     """The table's columns that existed, under the same name, at both ends of the window."""
     rows = con.execute(
-        f"SELECT column_name FROM {metadata_catalog(catalog)}.ducklake_column "
-        "WHERE table_id = ? AND parent_column IS NULL AND begin_snapshot <= ? "
-        "AND (end_snapshot IS NULL OR end_snapshot > ?) ORDER BY column_order",
-        [table, old, new],
+        inlined(
+            f"SELECT column_name FROM {metadata_catalog(catalog)}.ducklake_column "
+            "WHERE table_id = ? AND parent_column IS NULL AND begin_snapshot <= ? "
+            "AND (end_snapshot IS NULL OR end_snapshot > ?) ORDER BY column_order",
+            [table, old, new],
+        ),
     ).fetchall()
     return tuple(r[0] for r in rows)
 

@@ -14,7 +14,7 @@ import duckdb
 
 from ..errors import ConfigurationError
 from ..retry import sqlite_write_turn
-from ..sql import TableRef, literal, picks_rows, quote
+from ..sql import TableRef, inlined, literal, picks_rows, quote
 from .turns import LAKE
 
 
@@ -38,7 +38,7 @@ def ducklake_extension_path() -> Path:
 def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Load an extension from its wheel, so nothing is ever downloaded."""
     loaded = con.execute(
-        "SELECT loaded FROM duckdb_extensions() WHERE extension_name = ?", [name]
+        inlined("SELECT loaded FROM duckdb_extensions() WHERE extension_name = ?", [name])
     ).fetchone()
     if loaded and loaded[0]:
         return
@@ -206,8 +206,11 @@ def inlined_tables(
 
 def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int) -> bool:
     row = con.execute(
-        f"SELECT count(*) FROM {metadata_catalog(catalog)}.ducklake_snapshot WHERE snapshot_id = ?",
-        [snapshot],
+        inlined(
+            f"SELECT count(*) FROM {metadata_catalog(catalog)}.ducklake_snapshot "
+            "WHERE snapshot_id = ?",
+            [snapshot],
+        ),
     ).fetchone()
     return bool(row and row[0])
 
@@ -231,11 +234,14 @@ def table_ids(con: duckdb.DuckDBPyConnection, tables: list[TableRef]) -> dict[st
         marks = ", ".join("?" for _ in schemas)
         meta = metadata_catalog(catalog)
         rows = con.execute(
-            f"SELECT lower(s.schema_name), lower(t.table_name), t.table_id "
-            f"FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-            f"WHERE lower(s.schema_name) IN ({marks}) "
-            "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
-            schemas,
+            inlined(
+                f"SELECT lower(s.schema_name), lower(t.table_name), t.table_id "
+                f"FROM {meta}.ducklake_table AS t "
+                f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+                f"WHERE lower(s.schema_name) IN ({marks}) "
+                "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
+                schemas,
+            ),
         ).fetchall()
         for schema, name, tid in rows:
             for key in wanted.get((schema, name), []):
@@ -250,11 +256,13 @@ def table_names(
     catalog (``duckdb_tables()`` lists every attached catalog's tables: 10x slower)."""
     meta = metadata_catalog(catalog)
     rows = con.execute(
-        f"SELECT t.table_name FROM {meta}.ducklake_table AS t "
-        f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-        "WHERE s.schema_name = ? AND starts_with(t.table_name, ?) "
-        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
-        [schema, prefix],
+        inlined(
+            f"SELECT t.table_name FROM {meta}.ducklake_table AS t "
+            f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+            "WHERE s.schema_name = ? AND starts_with(t.table_name, ?) "
+            "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
+            [schema, prefix],
+        ),
     ).fetchall()
     return sorted(name for (name,) in rows)
 
@@ -282,10 +290,12 @@ def snapshot_changes(
     if not tables:
         return []
     rows = con.execute(
-        f"SELECT snapshot_id, changes_made, author, commit_message FROM "
-        f"{metadata_catalog(catalog)}.ducklake_snapshot_changes "
-        "WHERE snapshot_id > ? AND snapshot_id <= ? ORDER BY snapshot_id",
-        [after, upto],
+        inlined(
+            f"SELECT snapshot_id, changes_made, author, commit_message FROM "
+            f"{metadata_catalog(catalog)}.ducklake_snapshot_changes "
+            "WHERE snapshot_id > ? AND snapshot_id <= ? ORDER BY snapshot_id",
+            [after, upto],
+        ),
     ).fetchall()
     return [
         SnapshotChange(snapshot_id, kind, int(value), author, message)
@@ -327,10 +337,12 @@ def tables_columns(
         live = "begin_snapshot <= ? AND (end_snapshot IS NULL OR end_snapshot > ?)"
         parameters = [at, at]
     rows = con.execute(
-        f"SELECT table_id, column_id, column_name, column_type FROM {metadata_catalog(catalog)}"
-        f".ducklake_column WHERE table_id IN ({ids}) AND {live} "
-        "AND parent_column IS NULL ORDER BY table_id, column_order",
-        parameters,
+        inlined(
+            f"SELECT table_id, column_id, column_name, column_type FROM {metadata_catalog(catalog)}"
+            f".ducklake_column WHERE table_id IN ({ids}) AND {live} "
+            "AND parent_column IS NULL ORDER BY table_id, column_order",
+            parameters,
+        ),
     ).fetchall()
     found: dict[int, list[str]] = {t: [] for t in reads}
     for tid, cid, name, type_ in rows:

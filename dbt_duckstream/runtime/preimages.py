@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from ..sql import TableRef, literal, quote
+from ..sql import TableRef, inlined, literal, quote
 from .lake import metadata_catalog
 
 #: Parquet field ids of DuckLake's hidden columns (DuckDB's ``MultiFileReader`` constants)
@@ -238,7 +238,7 @@ class _Reader:
 
     def _rows(self, sql: str, params: Sequence[object] | dict[str, object] = ()) -> list[tuple]:
         return self.con.execute(
-            sql, params if isinstance(params, dict) else list(params)
+            inlined(sql, params if isinstance(params, dict) else list(params))
         ).fetchall()
 
     # -- round trip 1: the lake, the table, its columns ------------------------------------------

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import duckdb
 
@@ -21,8 +22,8 @@ from ..compiler.operators.scan import AMBIGUOUS_ROWIDS
 from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
 from ..retry import LOGGER, ducklake_paths, retrying, sqlite_catalogs
-from ..sql import TableRef, bare_statement, literal, quote
-from . import runlog
+from ..sql import TableRef, bare_statement, inlined, literal, quote
+from . import known_runs, runlog
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
 from .inlining import exact_floats, holds_floats, restored, rounds_inlined_floats
@@ -33,6 +34,7 @@ from .lake import (
     ducklake_catalogs,
     feed_safe_optimizers,
     is_ducklake,
+    lake_identity,
     metadata_catalog,
     row_counts,
     sound_optimizers,
@@ -165,25 +167,44 @@ def refresh(
         ids = table_ids(con, [*tables, log])
         if ids[log.key] is None:
             raise _NoRunLog
+        lakes = {catalog: lake_identity(con, catalog) for catalog in pinned}
         situation = Situation(
             con,
             plan,
             pinned=pinned,
             ids=ids,
-            last=runlog.last(con, plan.target, logged=True),
+            lakes=lakes,
+            last=_latest_run(con, plan.target, lakes, pinned, ids[log.key]),
             full_refresh=full_refresh,
             rebuild_above=rebuild_above,
         )
         return situation, decide(situation)
 
-    def carried_out(situation: Situation, decision: Decision, feeds: dict[str, str]) -> RunResult:
+    def carried_out(
+        situation: Situation, decision: Decision, feeds: dict[str, str]
+    ) -> tuple[RunResult, Callable[[], None]]:
+        """The decision carried out inside the run's transaction, and what the process
+        learns once that transaction commits (the model's latest run: ``known_runs``)."""
         result = execute(con, plan, decision, situation, feeds, lake_path=lake_path)
-        if result.strategy != Strategy.UNCHANGED or decision.advance:
-            result.seconds = time.perf_counter() - started
-            registered = result.strategy != Strategy.UNCHANGED and not decision.refills
-            _record(con, plan, situation, decision, result, feeds, registered=registered)
-            _label(con, plan.target, result)
-        return result
+        if result.strategy == Strategy.UNCHANGED and not decision.advance:
+            return result, lambda: None
+        result.seconds = time.perf_counter() - started
+        registered = result.strategy != Strategy.UNCHANGED and not decision.refills
+        entry = _record(con, plan, situation, decision, result, feeds, registered=registered)
+        token = known_runs.new_token()
+        _label(con, plan.target, result, token)
+        catalog = plan.target.catalog
+        if catalog not in situation.pinned:
+            return result, lambda: None
+        return result, partial(
+            known_runs.wrote,
+            plan.target,
+            entry,
+            lake=situation.lakes[catalog],
+            log_id=situation.ids[log.key] or 0,
+            as_of=situation.pinned[catalog],
+            token=token,
+        )
 
     def run() -> RunResult:
         try:
@@ -211,7 +232,9 @@ def refresh(
         LOGGER.warning("incremental_ivm %s rebuilds: %s", plan.target.key, reason)
         with transaction(con, sqlite=files):
             situation, _ = decided()
-            return carried_out(situation, situation.rebuild(reason), {})
+            result, learned = carried_out(situation, situation.rebuild(reason), {})
+        learned()
+        return result
 
     def decided_and_carried_out(files: list[str]) -> RunResult:
         if files:
@@ -219,7 +242,9 @@ def refresh(
             # and a run split in two loses its commit to the reads between them: one
             # transaction, which reads its feeds itself
             with transaction(con, sqlite=files):
-                return carried_out(*decided(), {})
+                result, learned = carried_out(*decided(), {})
+            learned()
+            return result
         with transaction(con, writes=False, sqlite=files):
             situation, decision = decided()
         if decision.strategy is Strategy.UNCHANGED and not decision.advance:
@@ -235,7 +260,9 @@ def refresh(
             decision = _noting_time_travel(plan, decision, entries)
             with transaction(con, sqlite=files):
                 _check_no_run_since(con, plan.target, situation)
-                return carried_out(situation, decision, feeds)
+                result, learned = carried_out(situation, decision, feeds)
+        learned()
+        return result
 
     paths = ducklake_paths(con)
     files, lake_path = sqlite_catalogs(con, paths), paths.get(plan.target.catalog)
@@ -245,6 +272,22 @@ def refresh(
         result = retrying(run, f"incremental_ivm {plan.target.key}")
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _latest_run(
+    con: duckdb.DuckDBPyConnection,
+    target: TableRef,
+    lakes: dict[str, str],
+    pinned: dict[str, int],
+    log_id: int | None,
+) -> runlog.Entry | None:
+    """The model's latest run: as the process knows it, when the model's catalog is pinned
+    (``known_runs``), else read from the log."""
+    if target.catalog not in pinned or log_id is None:
+        return runlog.last(con, target, logged=True)
+    return known_runs.latest(
+        con, target, lake=lakes[target.catalog], log_id=log_id, pinned=pinned[target.catalog]
+    )
 
 
 class _NoRunLog(Exception):
@@ -296,9 +339,12 @@ def _check_no_run_since(
     pinned = situation.pinned.get(target.catalog)
     if pinned is not None:
         row = con.execute(
-            f"SELECT count(*) FROM {metadata_catalog(target.catalog)}.ducklake_snapshot_changes "
-            "WHERE snapshot_id > ? AND author = ? AND starts_with(commit_message, ?)",
-            [pinned, runlog.AUTHOR, runlog.commit_prefix(target)],
+            inlined(
+                f"SELECT count(*) FROM {metadata_catalog(target.catalog)}"
+                ".ducklake_snapshot_changes "
+                "WHERE snapshot_id > ? AND author = ? AND starts_with(commit_message, ?)",
+                [pinned, runlog.AUTHOR, runlog.commit_prefix(target)],
+            ),
         ).fetchone()
         since = bool(row and row[0])
     else:
@@ -346,7 +392,7 @@ def _record(
     feeds: dict[str, str],
     *,
     registered: bool,
-) -> None:
+) -> runlog.Entry:
     """Log the run with the model's new cursors (and its SQL, when it was built anew)."""
     pinned, ids, reads = situation.pinned, situation.ids, plan.source_reads
     # the window was read whole (by maintenance, or by a rebuild chosen for cost: the same
@@ -431,15 +477,21 @@ def _record(
     )
     # the run after the one the decision read: none committed since (``_check_no_run_since``,
     # or the decision was taken in this same transaction)
-    runlog.append(con, plan.target, entry, run=(situation.last.run if situation.last else 0) + 1)
+    entry = replace(entry, run=(situation.last.run if situation.last else 0) + 1)
+    runlog.append(con, plan.target, entry, run=entry.run)
+    return entry
 
 
-def _label(con: duckdb.DuckDBPyConnection, target: TableRef, result: RunResult) -> None:
-    """Name the model and what the run did in the snapshot's commit message."""
+def _label(
+    con: duckdb.DuckDBPyConnection, target: TableRef, result: RunResult, token: str = ""
+) -> None:
+    """Name the model and what the run did in the snapshot's commit message; ``token`` (the
+    commit's extra info) tells the process its own commit (``known_runs``)."""
     message = runlog.commit_message(target, result.strategy, result.reason)
+    extra = f", extra_info => {literal(token)}" if token else ""
     con.execute(
         f"CALL {quote(target.catalog)}.set_commit_message("
-        f"{literal(runlog.AUTHOR)}, {literal(message)})"
+        f"{literal(runlog.AUTHOR)}, {literal(message)}{extra})"
     )
 
 
@@ -543,9 +595,11 @@ def apply_statement(con: duckdb.DuckDBPyConnection, statement: str) -> duckdb.Du
 def _drop_view_in_the_way(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
     """A model switched from ``view`` to ``incremental_ivm`` replaces its view."""
     row = con.execute(
-        "SELECT count(*) FROM duckdb_views() "
-        "WHERE database_name = ? AND schema_name = ? AND view_name = ?",
-        [target.catalog, target.schema, target.name],
+        inlined(
+            "SELECT count(*) FROM duckdb_views() "
+            "WHERE database_name = ? AND schema_name = ? AND view_name = ?",
+            [target.catalog, target.schema, target.name],
+        ),
     ).fetchone()
     if row and row[0]:
         con.execute(f"DROP VIEW {target.sql()}")

@@ -23,7 +23,7 @@ from datetime import datetime
 import duckdb
 
 from ..errors import ConfigurationError
-from ..sql import TableRef
+from ..sql import TableRef, inlined
 from .lake import SnapshotChange, table_id
 from .turns import LAKE
 
@@ -163,6 +163,15 @@ def upgrade(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
                 )
 
 
+#: a model's latest run with its past runs, from one scan of the log (arg_max, not ORDER BY ...
+#: LIMIT 1: half the time on a DuckLake table, 7 ms against 14)
+_LATEST = (
+    "arg_max(struct_pack(run, strategy, reason, sql_hash, cursors, rows_inserted, rows_deleted, "
+    "seconds, finished_at, estimated_rows), run), "
+    f"list(struct_pack(strategy, seconds, estimated_rows) ORDER BY run DESC)[1:{PAST_RUNS}]"
+)
+
+
 def last(
     con: duckdb.DuckDBPyConnection, target: TableRef, *, logged: bool | None = None
 ) -> Entry | None:
@@ -170,23 +179,25 @@ def last(
     says whether the log exists, when the caller knows (a run looks its tables up at once)."""
     if not (exists(con, target) if logged is None else logged):
         return None
-    # arg_max, not ORDER BY ... LIMIT 1: half the time on a DuckLake table (7 ms against 14);
-    # the past runs come with it, in the same scan
-    row = _read(
-        con,
-        target,
-        "SELECT arg_max(struct_pack(run, strategy, reason, sql_hash, cursors, rows_inserted, "
-        "rows_deleted, seconds, finished_at, estimated_rows), run), "
-        "list(struct_pack(strategy, seconds, estimated_rows) ORDER BY run DESC)"
-        f"[1:{PAST_RUNS}] FROM {log_table(target).sql()} WHERE model = ?",
-    )
-    if row is None or row[0] is None:
-        return None
-    run, strategy, reason, sql_hash, cursors, inserted, deleted, seconds, finished, estimated = row[
-        0
-    ].values()
-    past = tuple(
-        PastRun(p["strategy"], p["seconds"] or 0.0, p["estimated_rows"]) for p in row[1] or []
+    row = _read(con, target, f"SELECT {_LATEST} FROM {log_table(target).sql()} WHERE model = ?")
+    return _entry(*row) if row is not None and row[0] is not None else None
+
+
+def latest_runs(con: duckdb.DuckDBPyConnection, target: TableRef) -> dict[str, Entry]:
+    """The latest run of every model in the log of ``target``'s schema (which exists), by
+    model name: one scan, as for one model."""
+    try:
+        rows = con.execute(
+            f"SELECT model, {_LATEST} FROM {log_table(target).sql()} GROUP BY model"
+        ).fetchall()
+    except duckdb.Error as error:
+        raise _failed(target, error) from error
+    return {model: _entry(latest, past) for model, latest, past in rows}
+
+
+def _entry(latest: dict, past: list[dict] | None) -> Entry:
+    run, strategy, reason, sql_hash, cursors, inserted, deleted, seconds, finished, estimated = (
+        latest.values()
     )
     return Entry(
         strategy,
@@ -199,7 +210,9 @@ def last(
         run=run,
         finished_at=finished,
         estimated_rows=estimated,
-        past=past,
+        past=tuple(
+            PastRun(p["strategy"], p["seconds"] or 0.0, p["estimated_rows"]) for p in past or []
+        ),
     )
 
 
@@ -219,24 +232,26 @@ def append(
         run = previous.run + 1 if previous is not None else 1
     registered = entry.registered
     con.execute(
-        f"INSERT INTO {log_table(target).sql()} VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?)",
-        [
-            target.name,
-            run,
-            entry.strategy,
-            entry.reason,
-            entry.rows_inserted,
-            entry.rows_deleted,
-            round(entry.seconds, 6),
-            entry.sql_hash,
-            json.dumps([asdict(c) for c in entry.cursors]),
-            registered.sql if registered else None,
-            registered.catalog if registered else None,
-            registered.schema if registered else None,
-            registered.mode if registered else None,
-            entry.estimated_rows,
-        ],
+        inlined(
+            f"INSERT INTO {log_table(target).sql()} VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?)",
+            [
+                target.name,
+                run,
+                entry.strategy,
+                entry.reason,
+                entry.rows_inserted,
+                entry.rows_deleted,
+                round(entry.seconds, 6),
+                entry.sql_hash,
+                json.dumps([asdict(c) for c in entry.cursors]),
+                registered.sql if registered else None,
+                registered.catalog if registered else None,
+                registered.schema if registered else None,
+                registered.mode if registered else None,
+                entry.estimated_rows,
+            ],
+        ),
     )
     if run % TRIM_AT == 0:
         _trim(con, target, run)
@@ -246,9 +261,11 @@ def _trim(con: duckdb.DuckDBPyConnection, target: TableRef, run: int) -> None:
     """Keep the last ``KEEP`` runs, and the run that recorded the model's SQL."""
     table = log_table(target).sql()
     con.execute(
-        f"DELETE FROM {table} WHERE model = ? AND run <= ? AND run < (SELECT max(run) FROM "
-        f"{table} WHERE model = ? AND sql IS NOT NULL)",
-        [target.name, run - KEEP, target.name],
+        inlined(
+            f"DELETE FROM {table} WHERE model = ? AND run <= ? AND run < (SELECT max(run) FROM "
+            f"{table} WHERE model = ? AND sql IS NOT NULL)",
+            [target.name, run - KEEP, target.name],
+        ),
     )
 
 
@@ -275,9 +292,11 @@ def history(con: duckdb.DuckDBPyConnection, target: TableRef, limit: int = 20) -
     if not exists(con, target):
         return []
     rows = con.execute(
-        "SELECT run, strategy, reason, rows_inserted, rows_deleted, seconds, finished_at "
-        f"FROM {log_table(target).sql()} WHERE model = ? ORDER BY run DESC LIMIT ?",
-        [target.name, limit],
+        inlined(
+            "SELECT run, strategy, reason, rows_inserted, rows_deleted, seconds, finished_at "
+            f"FROM {log_table(target).sql()} WHERE model = ? ORDER BY run DESC LIMIT ?",
+            [target.name, limit],
+        ),
     ).fetchall()
     return [
         Entry(
@@ -304,13 +323,17 @@ def models(con: duckdb.DuckDBPyConnection, catalog: str, schema: str) -> list[Ta
 
 def _read(con: duckdb.DuckDBPyConnection, target: TableRef, sql: str) -> tuple | None:
     try:
-        return con.execute(sql, [target.name]).fetchone()
-    except duckdb.BinderException as error:
-        if any(column in str(error) for column in _ADDED):
-            raise OutdatedRunLog(str(error)) from error
-        raise _unreadable(target, error) from error
+        return con.execute(inlined(sql, [target.name])).fetchone()
     except duckdb.Error as error:
-        raise _unreadable(target, error) from error
+        raise _failed(target, error) from error
+
+
+def _failed(target: TableRef, error: duckdb.Error) -> Exception:
+    """A read of the log failed: it lacks a column added since (``upgrade`` it), or it was
+    changed by hand."""
+    if isinstance(error, duckdb.BinderException) and any(c in str(error) for c in _ADDED):
+        return OutdatedRunLog(str(error))
+    return _unreadable(target, error)
 
 
 def _unreadable(target: TableRef, error: duckdb.Error) -> ConfigurationError:
