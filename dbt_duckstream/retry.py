@@ -63,6 +63,7 @@ from typing import TypeVar
 import duckdb
 
 from .errors import ConcurrentRunError
+from .sql import BUILTIN
 
 LOGGER = logging.getLogger("dbt_duckstream")
 
@@ -197,7 +198,7 @@ def sqlite_write_turn(
 def ducklake_paths(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """The catalog location of each DuckLake attached to ``con``, by alias."""
     rows = con.execute(
-        "SELECT database_name, path FROM duckdb_databases() WHERE type = 'ducklake'"
+        f"SELECT database_name, path FROM {BUILTIN}.duckdb_databases() WHERE type = 'ducklake'"
     ).fetchall()
     return {name: str(path) for name, path in rows}
 

@@ -15,6 +15,11 @@ from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.tokens import TokenType
 
+#: where DuckDB's built-in functions live: a statement outside a transaction that names one
+#: unqualified, with a DuckLake as the default database, searches the DuckLake first (a
+#: snapshot read: ``duckdb_databases()`` 3.2 ms, ``system.main.duckdb_databases()`` 0.7 ms)
+BUILTIN = "system.main"
+
 
 @dataclass(frozen=True)
 class TableRef:

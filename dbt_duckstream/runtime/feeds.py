@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import duckdb
 
 from ..compiler.operators.scan import source_delta_sql
-from ..sql import TableRef, inlined, quote
+from ..sql import BUILTIN, TableRef, inlined, quote
 from . import preimages
-from .lake import BUILTIN, lake_identity, metadata_catalog
+from .lake import lake_identity, metadata_catalog
 
 CACHE = "_duckstream_feeds"
 #: an entry's estimated bytes per row and column (values, validity and the table's overhead)

@@ -14,7 +14,7 @@ import duckdb
 
 from ..errors import ConfigurationError
 from ..retry import sqlite_write_turn
-from ..sql import TableRef, inlined, literal, picks_rows, quote
+from ..sql import BUILTIN, TableRef, inlined, literal, picks_rows, quote
 from .turns import LAKE
 
 
@@ -38,7 +38,9 @@ def ducklake_extension_path() -> Path:
 def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Load an extension from its wheel, so nothing is ever downloaded."""
     loaded = con.execute(
-        inlined("SELECT loaded FROM duckdb_extensions() WHERE extension_name = ?", [name])
+        inlined(
+            f"SELECT loaded FROM {BUILTIN}.duckdb_extensions() WHERE extension_name = ?", [name]
+        )
     ).fetchone()
     if loaded and loaded[0]:
         return
@@ -63,10 +65,6 @@ UNSOUND_OPTIMIZERS = ("top_n_window_elimination",)
 def disable_unsound_optimizers(con: duckdb.DuckDBPyConnection) -> None:
     _disable(con, disabled_optimizers(con), UNSOUND_OPTIMIZERS)
 
-
-#: where DuckDB's built-in functions live: a statement outside a transaction that names one
-#: unqualified, with a DuckLake as the default database, searches the DuckLake first
-BUILTIN = "system.main"
 
 #: catalog backends other than a DuckDB file, and the extension each needs
 CATALOG_EXTENSIONS = {"sqlite:": "sqlite_scanner", "postgres:": "postgres_scanner"}
@@ -156,7 +154,7 @@ def is_ducklake(con: duckdb.DuckDBPyConnection, catalog: str) -> bool:
 def ducklake_catalogs(con: duckdb.DuckDBPyConnection) -> set[str]:
     """The attached DuckLake catalogs, in one query (a model checks all its catalogs)."""
     rows = con.execute(
-        "SELECT database_name FROM duckdb_databases() WHERE type = 'ducklake'"
+        f"SELECT database_name FROM {BUILTIN}.duckdb_databases() WHERE type = 'ducklake'"
     ).fetchall()
     return {row[0] for row in rows}
 

@@ -596,7 +596,7 @@ def _drop_view_in_the_way(con: duckdb.DuckDBPyConnection, target: TableRef) -> N
     """A model switched from ``view`` to ``incremental_ivm`` replaces its view."""
     row = con.execute(
         inlined(
-            "SELECT count(*) FROM duckdb_views() "
+            f"SELECT count(*) FROM {BUILTIN}.duckdb_views() "
             "WHERE database_name = ? AND schema_name = ? AND view_name = ?",
             [target.catalog, target.schema, target.name],
         ),
