@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import os
 
+import duckdb
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
-from .scenarios import Scenario, scenarios
+from .scenarios import Scenario, create_tables, scenarios
 from .sqlgen import queries
 from .test_properties import run_scenario
 
@@ -41,7 +42,24 @@ SHARDS = 5
 def test_random_models_equal_their_recomputation(
     shard: int, scenario: Scenario, models: list[str]
 ) -> None:
-    views = {f"fuzz{i}": sql for i, sql in enumerate(models)}
+    views = {f"fuzz{i}": sql for i, sql in enumerate(models) if _plannable(sql)}
     for name, sql in views.items():
         note(f"{name}: {sql}")
     run_scenario(scenario, views)
+
+
+_planner = duckdb.connect()
+create_tables(_planner)
+
+
+def _plannable(sql: str) -> bool:
+    """Whether DuckDB itself can plan the model. The package rejects SQL it cannot, when the
+    model is built (``test_runtime``), and nothing could recompute it for the oracle; the
+    grammar avoids the shapes known to fail (``sqlgen._correlatable``), and this keeps a shape
+    not yet known from failing the family: it is dropped and counted as an event."""
+    try:
+        _planner.execute(f"EXPLAIN {sql}")
+    except duckdb.NotImplementedException:
+        event("a model DuckDB cannot plan, dropped")
+        return False
+    return True
