@@ -7,7 +7,7 @@ import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError
 from dbt_duckstream.compiler import parse_table
-from dbt_duckstream.runtime import counts, decide, inlining, preimages, runlog
+from dbt_duckstream.runtime import counts, decide, feeds, inlining, preimages, runlog
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
 from dbt_duckstream.runtime.runlog import PastRun
@@ -718,3 +718,45 @@ def test_a_run_of_the_model_in_another_process_moves_its_cursor_here_too(model, 
         result = model.refresh()
         assert result.strategy == "incremental", result.summary()
         model.assert_consistent()
+
+
+def test_a_model_over_another_lakes_sources_reads_that_lake_only_when_it_maintains(
+    model, lake, tmp_path, monkeypatch
+):
+    """Feeds and span counts tell lakes apart by their identity; a run that finds nothing to
+    do reads only its own lake's (``known_runs``), one that maintains reads the other's too."""
+    lake_module.attach_lake(
+        lake, str(tmp_path / "far.ducklake"), alias="far", data_path=str(tmp_path)
+    )
+    try:
+        lake.execute("CREATE TABLE far.main.u (k INTEGER, w INTEGER)")
+        lake.execute("INSERT INTO far.main.u VALUES (1, 3), (2, 4), (2, 4)")
+        joined = Model(
+            lake,
+            "joined",
+            "SELECT t.k, sum(t.v * u.w) AS total, count(*) AS n "
+            "FROM t JOIN far.main.u AS u ON t.k = u.k GROUP BY t.k",
+        )
+        assert joined.refresh().strategy == "initial"
+        read: list[str] = []
+
+        def identity(con, catalog):
+            read.append(catalog)
+            return lake_module.lake_identity(con, catalog)
+
+        monkeypatch.setattr(runtime, "lake_identity", identity)
+        monkeypatch.setattr(decide, "lake_identity", identity)
+        monkeypatch.setattr(feeds, "lake_identity", identity)
+        assert joined.refresh().strategy == "unchanged"
+        assert read == ["lake"]
+        for change, lakes in [
+            ("INSERT INTO far.main.u VALUES (1, 5)", {"lake", "far"}),
+            ("DELETE FROM t WHERE v = 5", {"lake"}),
+        ]:
+            lake.execute(change)
+            read.clear()
+            assert joined.refresh().strategy == "incremental"
+            joined.assert_consistent()
+            assert set(read) == lakes, change
+    finally:
+        lake.execute("DETACH far")

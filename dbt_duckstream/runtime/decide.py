@@ -61,6 +61,7 @@ from .key_ranges import NarrowedRead, narrowed_rows
 from .lake import (
     SnapshotChange,
     inlined_tables,
+    lake_identity,
     live_rows,
     metadata_catalog,
     read_columns,
@@ -217,12 +218,18 @@ class Situation:
     plan: IVMPlan
     pinned: dict[str, int]
     ids: dict[str, int | None]
-    #: each pinned catalog's lake identity (``lake.lake_identity``), read in the decision's
-    #: transaction, where a metadata read costs a tenth of one outside it
+    #: lake identities (``lake.lake_identity``) read so far, by catalog: the model's own with
+    #: the decision (its known runs need it), the others when the run needs them (``lake``)
     lakes: dict[str, str]
     last: Entry | None
     full_refresh: bool = False
     rebuild_above: float | None = REBUILD_ABOVE
+
+    def lake(self, catalog: str) -> str:
+        """The catalog's lake identity, read once; an unchanged run reads only the model's."""
+        if catalog not in self.lakes:
+            self.lakes[catalog] = lake_identity(self.con, catalog)
+        return self.lakes[catalog]
 
     @property
     def cursors(self) -> dict[str, Cursor]:
@@ -336,7 +343,7 @@ class Situation:
             tid = self.ids[source.key]
             assert tid is not None
             return CountRead(
-                self.lakes[source.catalog],
+                self.lake(source.catalog),
                 source,
                 tid,
                 snapshot,

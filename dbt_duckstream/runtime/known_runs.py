@@ -90,13 +90,11 @@ def _unchanged(
     row = con.execute(
         inlined(
             "SELECT count(*), "
-            "list(commit_extra_info) FILTER (WHERE author = ? AND starts_with(commit_message, ?)), "
+            f"list(commit_extra_info) FILTER (WHERE {runlog.labelled(target)}), "
             "count(*) FILTER (WHERE author IS DISTINCT FROM ? AND regexp_matches(changes_made, ?)) "
             f"FROM {metadata_catalog(target.catalog)}.ducklake_snapshot_changes "
             "WHERE snapshot_id > ? AND snapshot_id <= ?",
             [
-                runlog.AUTHOR,
-                runlog.commit_prefix(target),
                 runlog.AUTHOR,
                 f"(^|,)[a-z_]+:{log_id}(,|$)",
                 known.as_of,

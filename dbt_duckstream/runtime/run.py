@@ -167,7 +167,8 @@ def refresh(
         ids = table_ids(con, [*tables, log])
         if ids[log.key] is None:
             raise _NoRunLog
-        lakes = {catalog: lake_identity(con, catalog) for catalog in pinned}
+        own = plan.target.catalog
+        lakes = {own: lake_identity(con, own)} if own in pinned else {}
         situation = Situation(
             con,
             plan,
@@ -200,7 +201,7 @@ def refresh(
             known_runs.wrote,
             plan.target,
             entry,
-            lake=situation.lakes[catalog],
+            lake=situation.lake(catalog),
             log_id=situation.ids[log.key] or 0,
             as_of=situation.pinned[catalog],
             token=token,
@@ -341,9 +342,8 @@ def _check_no_run_since(
         row = con.execute(
             inlined(
                 f"SELECT count(*) FROM {metadata_catalog(target.catalog)}"
-                ".ducklake_snapshot_changes "
-                "WHERE snapshot_id > ? AND author = ? AND starts_with(commit_message, ?)",
-                [pinned, runlog.AUTHOR, runlog.commit_prefix(target)],
+                f".ducklake_snapshot_changes WHERE snapshot_id > ? AND {runlog.labelled(target)}",
+                [pinned],
             ),
         ).fetchone()
         since = bool(row and row[0])

@@ -125,6 +125,13 @@ def is_own_commit(change: SnapshotChange, target: TableRef) -> bool:
     return change.author == AUTHOR and (change.message or "").startswith(commit_prefix(target))
 
 
+def labelled(target: TableRef) -> str:
+    """``is_own_commit`` as a condition on DuckLake's ``ducklake_snapshot_changes``."""
+    return inlined(
+        "(author = ? AND starts_with(commit_message, ?))", [AUTHOR, commit_prefix(target)]
+    )
+
+
 def log_table(target: TableRef) -> TableRef:
     """The run log of the models in ``target``'s schema."""
     return target.sibling(RUN_LOG)
