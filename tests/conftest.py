@@ -1,14 +1,13 @@
-import os
-
 import pytest
 from hypothesis import HealthCheck, settings
 
+from .budget import EXAMPLES
 from .crash_report import attach_worker_output
 from .harness import fresh_lake
 
 settings.register_profile(
     "ci",
-    max_examples=int(os.environ.get("DUCKSTREAM_EXAMPLES", "200")),
+    max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=False,

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
+from dbt_duckstream.retry import sqlite_catalogs
+
 TABLES: dict[str, dict[str, str]] = {
     "r": {"id": "INTEGER", "k": "INTEGER", "g": "VARCHAR", "v": "INTEGER", "x": "DOUBLE"},
     "s": {"k": "INTEGER", "name": "VARCHAR", "w": "INTEGER"},
@@ -140,20 +142,24 @@ def touched_twice(draw, tables: tuple[str, ...]) -> list[str]:
 
 
 FLUSH = "CALL ducklake_flush_inlined_data('lake')"
+REWRITE = "CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)"
 
 #: maintenance of the lake between snapshots: compaction, rewrites, flushing inlined rows
-COMPACTIONS = (
-    "CALL ducklake_merge_adjacent_files('lake')",
-    "CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)",
-    FLUSH,
-)
+COMPACTIONS = ("CALL ducklake_merge_adjacent_files('lake')", REWRITE, FLUSH)
 
 
 def execute(con, statement: str) -> None:
     if statement == FLUSH:
         flush_inlined_data(con)
-    else:
-        con.execute(statement)
+        return
+    if statement == REWRITE and sqlite_catalogs(con):
+        # DuckLake 1.5.5 on a SQLite catalog cannot rewrite a table whose files have deleted
+        # rows while it holds inlined rows with a DOUBLE column: it reads their statistics
+        # with isnan() of the column's text ("No function matches ... 'isnan(VARCHAR)'"),
+        # whoever calls it. The rewrite follows a flush there (the lake's history stays one
+        # a user could make); other catalogs rewrite beside inlined rows.
+        flush_inlined_data(con)
+    con.execute(statement)
 
 
 def flush_inlined_data(con, catalog: str = "lake") -> None:

@@ -1,12 +1,12 @@
 """The oracle on random scenarios: every maintained model equals its recomputation after every
 maintenance run, for each feature family.
 
-Each example draws one view of its family and one scenario, so a family's 200 examples spread
-over its views while each stays a full initial build plus several maintenance windows."""
+Each example draws one view of its family and one scenario, so a family's examples
+(``budget``) spread over its views while each stays a full initial build plus several
+maintenance windows."""
 
 from __future__ import annotations
 
-import os
 from unittest import mock
 
 import pytest
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from dbt_duckstream.runtime import decide
 
+from .budget import SLOW_EXAMPLES
 from .harness import fresh_lake, maintain_through
 from .scenarios import Scenario, create_tables, scenarios
 
@@ -103,8 +104,8 @@ def test_maintained_equals_recomputed(family: str, scenario: Scenario, data) -> 
     run_scenario(scenario, {name: FAMILIES[family][name]})
 
 
-#: examples of the large-state variant per family (at most ``DUCKSTREAM_EXAMPLES``)
-LARGE_STATE_EXAMPLES = min(100, int(os.environ.get("DUCKSTREAM_EXAMPLES", "200")))
+#: examples of the large-state variant per family: a variant's (``budget``)
+LARGE_STATE_EXAMPLES = SLOW_EXAMPLES
 
 
 @pytest.mark.parametrize("family", ["aggregates", "join_aggregates", "joins", "nesting"])

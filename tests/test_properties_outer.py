@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from .budget import SLOW_EXAMPLES
 from .scenarios import Operation, Scenario, scenarios, sql_value
 from .test_properties import run_scenario
 
@@ -176,6 +177,7 @@ def churned_scenarios(draw) -> Scenario:
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
+@settings(max_examples=SLOW_EXAMPLES)
 @given(scenario=churned_scenarios(), data=st.data())
 def test_maintained_equals_recomputed(family: str, scenario: Scenario, data) -> None:
     name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from .budget import SLOW_EXAMPLES
 from .harness import Model, fresh_lake, maintained
 from .scenarios import Scenario, create_tables, operations, scenarios
 from .test_properties import FAMILIES as CORE
@@ -28,9 +29,9 @@ VIEWS = {
     for views in families.values()
     for name, sql in views.items()
 }
-#: a cross-check over every family's views, each of which its own family tests 200 times:
-#: fewer examples (at most DUCKSTREAM_EXAMPLES)
-EXAMPLES = min(60, settings.default.max_examples or 60)
+#: a cross-check over every family's views, each of which its own family tests: a slow
+#: family's examples (``budget``)
+EXAMPLES = SLOW_EXAMPLES
 #: a share every estimate exceeds: the run rebuilds whenever a source changed
 ALWAYS = -1.0
 
