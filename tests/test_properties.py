@@ -104,12 +104,8 @@ def test_maintained_equals_recomputed(family: str, scenario: Scenario, data) -> 
     run_scenario(scenario, {name: FAMILIES[family][name]})
 
 
-#: examples of the large-state variant per family: a variant's (``budget``)
-LARGE_STATE_EXAMPLES = SLOW_EXAMPLES
-
-
 @pytest.mark.parametrize("family", ["aggregates", "join_aggregates", "joins", "nesting"])
-@settings(max_examples=LARGE_STATE_EXAMPLES)
+@settings(max_examples=SLOW_EXAMPLES)  # a variant of the core families (``budget``)
 @given(scenario=scenarios(), data=st.data())
 def test_large_state_tables_read_by_key_range(family: str, scenario: Scenario, data) -> None:
     """Every table taken as large: a state table read by key range (``sql.keyed_join``),

@@ -29,14 +29,11 @@ VIEWS = {
     for views in families.values()
     for name, sql in views.items()
 }
-#: a cross-check over every family's views, each of which its own family tests: a slow
-#: family's examples (``budget``)
-EXAMPLES = SLOW_EXAMPLES
 #: a share every estimate exceeds: the run rebuilds whenever a source changed
 ALWAYS = -1.0
 
 
-@settings(max_examples=EXAMPLES)
+@settings(max_examples=SLOW_EXAMPLES)  # a cross-check of every family's views (``budget``)
 @given(scenario=scenarios(), data=st.data())
 def test_rebuilds_chosen_for_cost_interleave_with_maintenance(scenario: Scenario, data) -> None:
     name = data.draw(st.sampled_from(sorted(VIEWS)), label="view")
