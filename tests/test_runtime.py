@@ -7,7 +7,7 @@ import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError
 from dbt_duckstream.compiler import parse_table
-from dbt_duckstream.runtime import counts, decide, feeds, inlining, preimages, runlog
+from dbt_duckstream.runtime import counts, decide, feeds, inlining, live_rows, preimages, runlog
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
 from dbt_duckstream.runtime.runlog import PastRun
@@ -328,9 +328,9 @@ def test_changes_dated_before_the_cursor_rebuild_once_maintenance_is_chosen(
 
     def shifted(con, reads):
         counted.append(reads)
-        return [n + 1 for n in lake_module.row_counts(con, reads)]
+        return [n + 1 for n in live_rows.live_row_counts(con, reads)]
 
-    monkeypatch.setattr(counts, "row_counts", shifted)
+    monkeypatch.setattr(counts, "live_row_counts", shifted)
     lake.execute("INSERT INTO t VALUES (3, 1)")
     assert model.refresh(rebuild_above=0).strategy == "rebuild"
     lake.execute("INSERT INTO t VALUES (4, 1)")
@@ -352,10 +352,10 @@ def test_models_share_the_count_at_a_span_start_until_the_table_changes_again(
     counted: list[list[tuple[str, int]]] = []
 
     def recording(con, reads):
-        counted.append([(table.key, snapshot) for table, snapshot in reads])
-        return lake_module.row_counts(con, reads)
+        counted.append([(read.table.key, read.snapshot) for read in reads])
+        return live_rows.live_row_counts(con, reads)
 
-    monkeypatch.setattr(counts, "row_counts", recording)
+    monkeypatch.setattr(counts, "live_row_counts", recording)
     twin = Model(lake, "twin", "SELECT k, v FROM t WHERE v > 0")
     assert twin.refresh().strategy == "initial"
     lake.execute("INSERT INTO t VALUES (3, 1)")

@@ -1,9 +1,9 @@
 """Row counts of sources at past snapshots, counted once per process.
 
 A maintenance run checks each changed source's row count at the start of its delta's span
-against the count recorded with its cursor (``decide.Situation.verified_spans``): a DuckLake
-scan bound at that snapshot, a few milliseconds each. The models of a ``dbt run`` share their
-spans, so each would count the same table at the same snapshot again. A table's count at a
+against the count recorded with its cursor (``decide.Situation.verified_spans``), from the
+lake's metadata (``live_rows``). The models of a ``dbt run`` share their spans, so each would
+count the same table at the same snapshot again. A table's count at a
 past snapshot changes only when a commit dates its changes before its own snapshot (what the
 check looks for), and such a commit lists the table at its own snapshot: a count taken by a
 run pinned at ``p`` serves every later run whose window lists no change to the table after
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..sql import TableRef
-from .lake import row_counts
+from .live_rows import CountAt, live_row_counts
 
 #: counts kept per process
 LIMIT = 4096
@@ -58,7 +58,9 @@ def counts_at(con: duckdb.DuckDBPyConnection, reads: Sequence[CountRead]) -> lis
                 found[i] = known[0]
     missing = [i for i in range(len(reads)) if i not in found]
     if missing:
-        counted = row_counts(con, [(reads[i].table, reads[i].snapshot) for i in missing])
+        counted = live_row_counts(
+            con, [CountAt(reads[i].table, reads[i].table_id, reads[i].snapshot) for i in missing]
+        )
         with _lock:
             for i, rows in zip(missing, counted, strict=True):
                 found[i] = rows

@@ -65,11 +65,11 @@ from .lake import (
     live_rows,
     metadata_catalog,
     read_columns,
-    row_counts,
     snapshot_changes,
     snapshot_exists,
     uses_deletion_vectors,
 )
+from .live_rows import CountAt, live_row_counts
 from .near_reads import NearRead, near_reads, near_rows, reads_changed, rows_read
 from .preimages import SNAPSHOT_COLUMN, table_directory
 from .runlog import Cursor, Entry, PastRun, is_own_commit
@@ -435,7 +435,8 @@ def _flushes_deletions(
     ):
         return False
     table = tables[change.table_id]
-    before, after = row_counts(con, [(table, change.snapshot_id - 1), (table, change.snapshot_id)])
+    at = (change.snapshot_id - 1, change.snapshot_id)
+    before, after = live_row_counts(con, [CountAt(table, change.table_id, s) for s in at])
     return before == after
 
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import duckdb
 
 from ..sql import quote
-from .lake import inlined_tables, metadata_catalog
+from .lake import has_inlined_deletions, inlined_tables, metadata_catalog
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def _delta_ranges(
         f"SELECT {table}, file_id FROM {meta}.ducklake_inlined_delete_{table} "
         f"WHERE begin_snapshot > {old} AND begin_snapshot <= {new}"
         for table in changing
-        if _has_inlined_deletions(con, meta, table)
+        if has_inlined_deletions(con, meta, table)
     ]
     wanted = ", ".join(f"({table}, {column})" for table, column, _ in sorted(keys))
     low, high = f"TRY_CAST(s.min_value AS {kind})", f"TRY_CAST(s.max_value AS {kind})"
@@ -228,13 +228,3 @@ def _rows_meeting(
         )
 
     return {read: meeting(*read) for read in reads}
-
-
-def _has_inlined_deletions(con: duckdb.DuckDBPyConnection, meta: str, table: int) -> bool:
-    """Whether DuckLake has inlined deletions of ``table``'s file rows: it creates their table
-    on the first and lists it nowhere, so it is looked for."""
-    try:
-        con.execute(f"SELECT 1 FROM {meta}.ducklake_inlined_delete_{table} LIMIT 0")
-    except duckdb.CatalogException:
-        return False
-    return True

@@ -202,6 +202,19 @@ def inlined_tables(
     return found
 
 
+def has_inlined_deletions(con: duckdb.DuckDBPyConnection, meta: str, table: int) -> bool:
+    """Whether deletions of ``table``'s data file rows were ever inlined into the catalog
+    (``meta``): DuckLake creates their table, ``ducklake_inlined_delete_<id>``, on the first
+    and lists it nowhere, so it is looked for. A missing table fails in the binder, which
+    leaves the caller's transaction usable (on DuckDB, SQLite and PostgreSQL catalogs alike);
+    the table is never dropped."""
+    try:
+        con.execute(f"SELECT 1 FROM {meta}.ducklake_inlined_delete_{int(table)} LIMIT 0")
+    except duckdb.CatalogException:
+        return False
+    return True
+
+
 def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int) -> bool:
     row = con.execute(
         inlined(

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..sql import TableRef, inlined, literal, quote
-from .lake import metadata_catalog
+from .lake import has_inlined_deletions, metadata_catalog
 
 #: Parquet field ids of DuckLake's hidden columns (DuckDB's ``MultiFileReader`` constants)
 ROW_ID_FIELD = 2147483540  # _ducklake_internal_row_id: explicit row ids
@@ -346,7 +346,8 @@ class _Reader:
             f"SELECT data_file_id FROM {meta}.ducklake_data_file WHERE table_id = $table "
             "AND begin_snapshot <= $old AND (end_snapshot IS NULL OR end_snapshot > $old)"
         )
-        self.has_inlined_deletions = inlined_deletions = self._inlined_deletions_exist()
+        inlined_deletions = has_inlined_deletions(self.con, self.meta, self.table_id)
+        self.has_inlined_deletions = inlined_deletions
         touched = [
             f"SELECT data_file_id FROM {meta}.ducklake_data_file WHERE table_id = $table "
             "AND begin_snapshot <= $old AND end_snapshot > $old AND end_snapshot <= $new",
@@ -414,19 +415,6 @@ class _Reader:
     @property
     def _inlined_deletions(self) -> str:
         return f"{self.meta}.{quote(f'ducklake_inlined_delete_{self.table_id}')}"
-
-    def _inlined_deletions_exist(self) -> bool:
-        """Whether deletions of data file rows were ever inlined into the catalog.
-
-        DuckLake creates that table on first use and lists it nowhere, so it is looked for. A
-        missing table fails in the binder, which leaves the caller's transaction usable (on
-        DuckDB, SQLite and PostgreSQL catalogs alike); the table is never dropped.
-        """
-        try:
-            self.con.execute(f"SELECT 1 FROM {self._inlined_deletions} LIMIT 0")
-            return True
-        except duckdb.CatalogException:
-            return False
 
     # -- round trip 3: footers ---------------------------------------------------------------------
 
