@@ -13,8 +13,8 @@ The cost choice weighs what maintenance reads and writes against what a rebuild 
 
     maintain ~ rows of data files added in the window
              + PRE_IMAGE_WEIGHT * rows of the row groups holding the rows deleted in the
-               window (at most ROW_GROUP_ROWS per deleted row, at most the file:
-               ``preimages`` reads them, only the columns the model reads)
+               window (a row group per deleted row, at most the file: ``preimages``
+               reads them, only the columns the model reads; ``window_rows``)
              + INSERT_WEIGHT * (rows inserted + rows deleted)
              + rows of the inputs a join term, a recomputed aggregate, a window's touched
                partitions, a set operation's counts or a top-N's rescan read in full
@@ -25,9 +25,7 @@ The cost choice weighs what maintenance reads and writes against what a rebuild 
 The weights are per-row costs relative to scanning a row, measured with the TPC-H benchmark
 (``make bench``) on DuckDB 1.5. A run rebuilds when maintenance is estimated to cost more than
 ``rebuild_above`` of a rebuild, so a large batch never costs much more than rebuilding.
-Deleted rows are counted from the delete files' metadata; DuckLake extends one delete file per
-data file across snapshots, so a delete file that began before the window also holds earlier
-deletions, and its snapshot column (a few bytes per deleted row) is read to count the window's.
+Inserted and deleted rows are counted from the metadata (``window_rows``).
 """
 
 from __future__ import annotations
@@ -55,12 +53,11 @@ from ..compiler.operators import (
     Window,
 )
 from ..errors import ConfigurationError
-from ..sql import TableRef, inlined, literal, quote
+from ..sql import TableRef
 from .counts import CountRead, counts_at
 from .key_ranges import NarrowedRead, narrowed_rows
 from .lake import (
     SnapshotChange,
-    inlined_tables,
     lake_identity,
     live_rows,
     metadata_catalog,
@@ -71,16 +68,13 @@ from .lake import (
 )
 from .live_rows import CountAt, live_row_counts
 from .near_reads import NearRead, near_reads, near_rows, reads_changed, rows_read
-from .preimages import SNAPSHOT_COLUMN, table_directory
 from .runlog import Cursor, Entry, PastRun, is_own_commit
+from .window_rows import window_rows
 
 #: rebuild when the estimated maintenance work exceeds this share of a rebuild's
 REBUILD_ABOVE = 1.0
 #: an inserted row through the feed, the deltas and the apply, against a row scanned
 INSERT_WEIGHT = 20
-#: the rows of a Parquet row group DuckLake writes (DuckDB's default): the reader of ended
-#: rows decodes the row groups that hold deleted positions
-ROW_GROUP_ROWS = 122_880
 #: a row of those row groups against a row scanned by a rebuild: reading Q1's seven columns
 #: at the deleted positions of every row group of lineitem took 85 ms, Q1's rebuild 190 ms
 #: (SF1); the twins of the benchmark's views that always maintain agree (docs/measurements.md)
@@ -610,13 +604,11 @@ def estimate(
         }
         rows |= {key: table_rows.get(key, 0) for key in known}
         touched = {tid for key, tid in known.items() if key in changed}
-        inserted, pre_images, deleted, inlined_deleted = _window_files(
-            con, catalog, window, touched
-        )
-        feed_rows += inserted + int(PRE_IMAGE_WEIGHT * pre_images)
-        inserted_rows += inserted
-        deleted_rows += deleted
-        cheap_deleted += inlined_deleted
+        changed_rows = window_rows(con, catalog, window, touched)
+        feed_rows += changed_rows.inserted + int(PRE_IMAGE_WEIGHT * changed_rows.pre_images)
+        inserted_rows += changed_rows.inserted
+        deleted_rows += changed_rows.deleted
+        cheap_deleted += changed_rows.inlined_deleted
     model_rows = rows.pop(plan.target.key, 0)
     narrowed: dict[NarrowedRead, int] = {}
     terms = list(_join_terms(plan.root, changed))
@@ -779,163 +771,6 @@ def full_reads(
     for _, read, keys, origins, times in near_reads(root, changed) if near is None else near:
         total += times * near_rows(read, keys, origins, rows, narrowed or {}, set())
     return total
-
-
-def _window_files(
-    con: duckdb.DuckDBPyConnection, catalog: str, window: tuple[int, int], tables: set[int]
-) -> tuple[int, int, int, int]:
-    """Rows inserted in the window (in new data files or inlined); rows of the row groups
-    holding rows deleted in the window (their pre-images are read from them, at most); deleted
-    rows of data files (at most); deleted inlined rows."""
-    if not tables:
-        return 0, 0, 0, 0
-    meta = metadata_catalog(catalog)
-    old, new = window
-    ids = ", ".join(str(i) for i in sorted(tables))
-    row = con.execute(
-        inlined(
-            f"SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file "
-            f"WHERE table_id IN ({ids}) AND begin_snapshot > ? AND begin_snapshot <= ?",
-            [old, new],
-        ),
-    ).fetchone()
-    inserted = int(row[0]) if row else 0
-    # DuckLake extends one delete file per data file across snapshots (``partial_max``):
-    # one that began in the window holds only its deletions, one that began before it also
-    # every earlier deletion of its data file, and is counted by its snapshot column
-    files = con.execute(
-        inlined(
-            f"SELECT d.begin_snapshot > ?, f.record_count, d.delete_count, d.table_id, d.path, "
-            "d.path_is_relative "
-            f"FROM {meta}.ducklake_delete_file AS d JOIN {meta}.ducklake_data_file AS f "
-            "USING (data_file_id) "
-            f"WHERE d.table_id IN ({ids}) AND d.begin_snapshot <= ? "
-            "AND coalesce(d.partial_max, d.begin_snapshot) > ? "
-            "AND (d.end_snapshot IS NULL OR d.end_snapshot > ?)",
-            [old, new, old, new],
-        ),
-    ).fetchall()
-    pre_images = deleted = 0
-    spanning = []
-    for began_inside, file_rows, count, table_id, path, relative in files:
-        if began_inside:
-            pre_images += min(int(file_rows), int(count) * ROW_GROUP_ROWS)
-            deleted += int(count)
-        else:
-            spanning.append((int(table_id), str(path), bool(relative), int(file_rows)))
-    if spanning:
-        rows, count = _spanning_deletions(con, catalog, meta, window, spanning)
-        pre_images, deleted = pre_images + rows, deleted + count
-    inlined_inserted, inlined_deleted = _inlined_rows(con, meta, window, tables)
-    file_rows, file_deleted = _inlined_deletions(con, meta, window, tables)
-    return (
-        inserted + inlined_inserted,
-        pre_images + file_rows,
-        deleted + file_deleted,
-        inlined_deleted,
-    )
-
-
-def _spanning_deletions(
-    con: duckdb.DuckDBPyConnection,
-    catalog: str,
-    meta: str,
-    window: tuple[int, int],
-    files: list[tuple[int, str, bool, int]],
-) -> tuple[int, int]:
-    """Rows of the row groups holding the window's deletions in delete files that began
-    before it (table id, path, relative, rows of the data file), and those deletions: their
-    metadata counts every deletion since the file began, their snapshot column (a few bytes
-    per deleted row) dates each one."""
-    old, new = window
-    directories = {
-        int(table_id): table_directory(data_path, (schema, schema_relative), (table, relative))
-        for table_id, schema, schema_relative, table, relative, data_path in con.execute(
-            inlined(
-                "SELECT t.table_id, s.path, s.path_is_relative, t.path, t.path_is_relative, "
-                f"(SELECT data_path FROM ducklake_settings({literal(catalog)})) "
-                f"FROM {meta}.ducklake_table AS t "
-                f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-                f"WHERE t.table_id IN ({', '.join(str(f[0]) for f in files)}) "
-                "AND t.begin_snapshot <= ? AND (t.end_snapshot IS NULL OR t.end_snapshot > ?) "
-                "AND s.begin_snapshot <= ? AND (s.end_snapshot IS NULL OR s.end_snapshot > ?)",
-                [new, new, new, new],
-            ),
-        ).fetchall()
-    }
-    paths = [directories[t] + p if relative else p for t, p, relative, _ in files]
-    counted = dict(
-        con.execute(
-            inlined(
-                f"SELECT filename, count(*) FROM read_parquet([{', '.join(map(literal, paths))}], "
-                "filename = true) "
-                f"WHERE {quote(SNAPSHOT_COLUMN)} > ? AND {quote(SNAPSHOT_COLUMN)} <= ? "
-                "GROUP BY filename",
-                [old, new],
-            ),
-        ).fetchall()
-    )
-    rows = deleted = 0
-    for path, (*_, file_rows) in zip(paths, files, strict=True):
-        count = int(counted.get(path, 0))
-        rows, deleted = rows + min(file_rows, count * ROW_GROUP_ROWS), deleted + count
-    return rows, deleted
-
-
-def _row_groups_read(file_rows: str, deleted: str) -> str:
-    """SQL of the rows the reader of ended rows decodes in a data file of ``file_rows`` rows
-    with ``deleted`` rows ended: the row groups holding them, at most the file."""
-    return f"least({file_rows}, {deleted} * {ROW_GROUP_ROWS})"
-
-
-def _inlined_rows(
-    con: duckdb.DuckDBPyConnection, meta: str, window: tuple[int, int], tables: set[int]
-) -> tuple[int, int]:
-    """Rows inserted into, and deleted from, the rows DuckLake inlined into its catalog
-    (small inserts), in the window: every table's versions of them carry their snapshots."""
-    names = [name for found in inlined_tables(con, meta, tables).values() for name in found]
-    if not names:
-        return 0, 0
-    old, new = window
-    counts = " UNION ALL ".join(
-        f"SELECT count(*) FILTER (WHERE begin_snapshot > {old} AND begin_snapshot <= {new}), "
-        f"count(*) FILTER (WHERE end_snapshot > {old} AND end_snapshot <= {new}) "
-        f"FROM {meta}.{quote(name)}"
-        for name in names
-    )
-    row = con.execute(f"SELECT coalesce(sum(i), 0), coalesce(sum(d), 0) FROM ({counts}) AS c(i, d)")
-    found = row.fetchone()
-    return (int(found[0]), int(found[1])) if found else (0, 0)
-
-
-def _inlined_deletions(
-    con: duckdb.DuckDBPyConnection, meta: str, window: tuple[int, int], tables: set[int]
-) -> tuple[int, int]:
-    """Rows of the data files whose deletions DuckLake inlined into its catalog in the window
-    (their pre-images are read from them), and those deleted rows.
-
-    DuckLake creates a table's ``ducklake_inlined_delete_<id>`` on its first such deletion
-    and lists it nowhere, so each is looked for: a missing table fails in the binder, which
-    leaves the caller's transaction usable."""
-    old, new = window
-    rows = deleted = 0
-    for table in sorted(tables):
-        try:
-            found = con.execute(
-                inlined(
-                    f"SELECT coalesce(sum({_row_groups_read('f.record_count', 'd.n')}), 0), "
-                    "coalesce(sum(d.n), 0) FROM "
-                    f"(SELECT file_id, count(*) AS n FROM {meta}.ducklake_inlined_delete_{table} "
-                    "WHERE begin_snapshot > ? AND begin_snapshot <= ? GROUP BY file_id) AS d "
-                    f"JOIN {meta}.ducklake_data_file AS f ON f.data_file_id = d.file_id",
-                    [old, new],
-                ),
-            ).fetchone()
-        except duckdb.CatalogException:
-            continue
-        if found:
-            rows, deleted = rows + int(found[0]), deleted + int(found[1])
-    return rows, deleted
 
 
 def _record_counts(
