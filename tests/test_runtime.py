@@ -7,7 +7,17 @@ import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError
 from dbt_duckstream.compiler import parse_table
-from dbt_duckstream.runtime import counts, decide, feeds, inlining, live_rows, preimages, runlog
+from dbt_duckstream.runtime import (
+    counts,
+    decide,
+    feeds,
+    inlining,
+    key_ranges,
+    live_rows,
+    preimages,
+    runlog,
+    window_rows,
+)
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
 from dbt_duckstream.runtime.runlog import PastRun
@@ -376,6 +386,46 @@ def test_models_share_the_count_at_a_span_start_until_the_table_changes_again(
     model.refresh()
     model.assert_consistent()
     twin.assert_consistent()
+
+
+def test_models_share_the_estimates_metadata_of_a_window(model, lake, monkeypatch):
+    """What a window changed in a source, and the rows a join term's narrowed read meets, are
+    read once per process: a second model over the same window reuses them; another window,
+    or another table, reads again."""
+    windows: list[set[int]] = []
+    narrowed: list[int] = []
+    read_window, read_narrowed = window_rows._read, key_ranges._read
+
+    def recording_window(con, catalog, window, tables):
+        windows.append(set(tables))
+        return read_window(con, catalog, window, tables)
+
+    def recording_narrowed(con, catalog, window, reads, ids):
+        narrowed.append(len(reads))
+        return read_narrowed(con, catalog, window, reads, ids)
+
+    monkeypatch.setattr(window_rows, "_read", recording_window)
+    monkeypatch.setattr(key_ranges, "_read", recording_narrowed)
+    lake.execute("INSERT INTO other VALUES (1), (2)")
+    joined = [
+        Model(lake, name, "SELECT t.k, t.v, other.x FROM t JOIN other ON t.k = other.x")
+        for name in ("j1", "j2")
+    ]
+    for m in joined:
+        assert m.refresh().strategy == "initial"
+    twin = Model(lake, "twin", SQL)
+    assert twin.refresh().strategy == "initial"
+    windows.clear()
+    lake.execute("INSERT INTO t VALUES (2, 7), (3, 1)")
+    for m in [model, twin, *joined]:
+        assert m.refresh(rebuild_above=1e9).strategy == "incremental"
+        m.assert_consistent()
+    assert len(windows) == 1 and len(narrowed) == 1, (windows, narrowed)
+    lake.execute("INSERT INTO other VALUES (3)")  # another window, another table
+    for m in joined:
+        assert m.refresh(rebuild_above=1e9).strategy == "incremental"
+        m.assert_consistent()
+    assert len(windows) == 2 and len(narrowed) == 2, (windows, narrowed)
 
 
 def test_a_rebuild_chosen_for_cost_counts_only_the_sources_its_window_changed(

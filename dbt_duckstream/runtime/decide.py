@@ -396,7 +396,13 @@ class Situation:
         """What maintaining this window and rebuilding would cost (``estimate``), corrected
         by what the model's past runs measured (``learned_correction``)."""
         found = estimate(
-            self.con, self.plan, self.window, self.changes.changed, self.ids, self.table_rows
+            self.con,
+            self.plan,
+            self.window,
+            self.changes.spans,
+            self.ids,
+            self.table_rows,
+            self.lake,
         )
         past = self.last.past if self.last is not None else ()
         return replace(found, correction=learned_correction(past))
@@ -585,26 +591,31 @@ def estimate(
     con: duckdb.DuckDBPyConnection,
     plan: IVMPlan,
     windows: dict[str, tuple[int, int]],
-    changed: frozenset[str],
+    spans: dict[str, tuple[int, int]],
     ids: dict[str, int | None],
     table_rows: dict[str, int],
+    lake: Callable[[str], str],
 ) -> Estimate:
-    """The estimate for a window in which the sources ``changed`` (keys) changed; ``ids``
-    holds the table ids of the sources and of the model, ``table_rows`` their rows."""
+    """The estimate for a window in which the sources of ``spans`` (keys) changed, each over
+    its span (``WindowChanges.spans``); ``ids`` holds the table ids of the sources and of the
+    model, ``table_rows`` their rows, ``lake`` gives a catalog's lake identity. What a span
+    changed is read once per process (``memo``): the models of a run share their sources'
+    spans, not their windows (each run commits a snapshot of its own)."""
+    changed = frozenset(spans)
     rows: dict[str, int] = {}
     feed_rows = inserted_rows = deleted_rows = 0
     #: deleted rows whose old values DuckLake keeps in its catalog (inlined): cheap to look up
     cheap_deleted = 0
     tables = [*plan.sources, plan.target]
-    for catalog, window in windows.items():
+    for catalog in windows:
         known = {
             t.key: tid
             for t in tables
             if t.catalog == catalog and (tid := ids.get(t.key)) is not None
         }
         rows |= {key: table_rows.get(key, 0) for key in known}
-        touched = {tid for key, tid in known.items() if key in changed}
-        changed_rows = window_rows(con, catalog, window, touched)
+        touched = {tid: spans[key] for key, tid in known.items() if key in spans}
+        changed_rows = window_rows(con, lake(catalog), catalog, touched)
         feed_rows += changed_rows.inserted + int(PRE_IMAGE_WEIGHT * changed_rows.pre_images)
         inserted_rows += changed_rows.inserted
         deleted_rows += changed_rows.deleted
@@ -616,10 +627,10 @@ def estimate(
     near = list(near_reads(plan.root, changed))
     for _, read, keys, origins, _ in near:
         near_rows(read, keys, origins, rows, {}, reads)
-    for catalog, window in windows.items():
+    for catalog in windows:
         prefix = f"{catalog}."
         mine = {r for r in reads if r.table.startswith(prefix) and r.by_table.startswith(prefix)}
-        narrowed |= narrowed_rows(con, catalog, window, mine, ids)
+        narrowed |= narrowed_rows(con, lake(catalog), catalog, mine, ids, spans)
     return Estimate(
         inserted_rows + deleted_rows + cheap_deleted,
         feed_rows

@@ -19,6 +19,7 @@ import duckdb
 
 from ..sql import quote
 from .lake import has_inlined_deletions, inlined_tables, metadata_catalog
+from .memo import Memo
 
 
 @dataclass(frozen=True)
@@ -56,16 +57,48 @@ def comparable_type(ducklake_type: str) -> str | None:
     return next((cast for prefix, cast in _ORDERED if name.startswith(prefix)), None)
 
 
+#: per (lake, span of the delta's table, table ids of the read and of its delta, read): the
+#: rows it reads, or None where it cannot be bounded
+_MEMO: Memo[tuple[str, tuple[int, int], int, int, NarrowedRead], int | None] = Memo()
+
+
 def narrowed_rows(
+    con: duckdb.DuckDBPyConnection,
+    lake: str,
+    catalog: str,
+    reads: set[NarrowedRead],
+    ids: dict[str, int | None],
+    spans: dict[str, tuple[int, int]],
+) -> dict[NarrowedRead, int]:
+    """Rows of each read's input in data files whose key range meets the keys of its delta
+    over the delta's span (``spans``, by source key); a read it cannot bound (unknown table,
+    column or type; a delta without statistics) is left out, and counts in full. Read once per
+    process (``memo``): the models of a run that join the same tables on the same keys share
+    it."""
+
+    def key(read: NarrowedRead) -> tuple[str, tuple[int, int], int, int, NarrowedRead]:
+        table, by_table = ids.get(read.table) or -1, ids.get(read.by_table) or -1
+        return lake, spans[read.by_table], table, by_table, read
+
+    def read(keys: list[tuple[str, tuple[int, int], int, int, NarrowedRead]]) -> dict:
+        found: dict = {}
+        for span in {k[1] for k in keys}:
+            mine = {k[4] for k in keys if k[1] == span}
+            bounded = _read(con, catalog, span, mine, ids)
+            found |= {k: bounded.get(k[4]) for k in keys if k[1] == span}
+        return found
+
+    found = _MEMO.get([key(r) for r in reads if r.by_table in spans], read)
+    return {k[4]: rows for k, rows in found.items() if rows is not None}
+
+
+def _read(
     con: duckdb.DuckDBPyConnection,
     catalog: str,
     window: tuple[int, int],
     reads: set[NarrowedRead],
     ids: dict[str, int | None],
 ) -> dict[NarrowedRead, int]:
-    """Rows of each read's input in data files whose key range meets the delta's keys; a read
-    it cannot bound (unknown table, column or type; a delta without statistics) is left out,
-    and counts in full."""
     tables = {
         t: tid
         for t in {r.table for r in reads} | {r.by_table for r in reads}
@@ -95,7 +128,7 @@ def narrowed_rows(
             for read, k in typed.items()
             if (bounds := ranges.get((k.by_table, k.by_column_id))) is not None
         }
-        meeting = _rows_meeting(con, meta, kind, set(limited.values()))
+        meeting = _rows_meeting(con, meta, window[1], kind, set(limited.values()))
         found |= {read: meeting[key] for read, key in limited.items()}
     return found
 
@@ -198,10 +231,15 @@ def _delta_ranges(
 
 
 def _rows_meeting(
-    con: duckdb.DuckDBPyConnection, meta: str, kind: str, reads: set[tuple[int, int, Bounds]]
+    con: duckdb.DuckDBPyConnection,
+    meta: str,
+    at: int,
+    kind: str,
+    reads: set[tuple[int, int, Bounds]],
 ) -> dict[tuple[int, int, Bounds], int]:
-    """Per (table id, key column id, bounds): rows of the table's live data files whose key
-    range meets the bounds (a file without statistics for the key meets every range)."""
+    """Per (table id, key column id, bounds): rows of the table's data files live at snapshot
+    ``at`` whose key range meets the bounds (a file without statistics for the key meets every
+    range)."""
     if not reads:
         return {}
     tables = ", ".join(str(t) for t in sorted({t for t, _, _ in reads}))
@@ -213,7 +251,8 @@ def _rows_meeting(
         f"TRY_CAST(s.min_value AS {kind}), TRY_CAST(s.max_value AS {kind}) "
         f"FROM {meta}.ducklake_data_file AS f LEFT JOIN {meta}.ducklake_file_column_stats AS s "
         f"ON s.data_file_id = f.data_file_id AND s.column_id IN ({columns}) "
-        f"WHERE f.table_id IN ({tables}) AND f.end_snapshot IS NULL"
+        f"WHERE f.table_id IN ({tables}) AND f.begin_snapshot <= {at} "
+        f"AND (f.end_snapshot IS NULL OR f.end_snapshot > {at})"
     ).fetchall():
         files.setdefault(int(table), {})[int(file)] = int(rows)
         if column is not None and low is not None and high is not None:
