@@ -15,7 +15,7 @@ from dbt_duckstream.runtime.live_rows import CountAt, _from_metadata, live_row_c
 from dbt_duckstream.sql import TableRef
 
 from .harness import fresh_lake
-from .test_preimages import examples, histories, play
+from .test_preimages import examples, histories, play, snapshots
 
 T = TableRef("lake", "main", "t")
 
@@ -78,9 +78,7 @@ def test_common_layouts_are_read_from_the_metadata(lake):
     con.execute("DELETE FROM t WHERE k IN (5000, 7, 8)")
     con.execute("ALTER TABLE t ADD COLUMN v INTEGER")
     con.execute("INSERT INTO t VALUES (6000, 1)")
-    points = [
-        s for (s,) in con.execute("SELECT snapshot_id FROM lake.snapshots() ORDER BY 1").fetchall()
-    ][1:]
+    points = snapshots(con)[1:]
     reads = [CountAt(T, table_id(con), s) for s in points]
     assert _from_metadata(con, "lake", reads) == [scanned(con, s) for s in points]
 
@@ -94,8 +92,6 @@ def test_rows_merged_from_several_snapshots_are_counted_by_a_scan(lake):
     for k in range(3):
         con.execute(f"INSERT INTO t VALUES ({k})")
     con.execute("CALL ducklake_merge_adjacent_files('lake')")
-    points = [
-        s for (s,) in con.execute("SELECT snapshot_id FROM lake.snapshots() ORDER BY 1").fetchall()
-    ][1:]
+    points = snapshots(con)[1:]
     reads = [CountAt(T, table_id(con), s) for s in points]
     assert live_row_counts(con, reads) == [scanned(con, s) for s in points]

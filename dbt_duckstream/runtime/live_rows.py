@@ -28,7 +28,7 @@ import duckdb
 
 from ..sql import TableRef, literal, quote
 from .lake import has_inlined_deletions, metadata_catalog, row_counts
-from .preimages import SNAPSHOT_COLUMN, table_directory
+from .preimages import SNAPSHOT_COLUMN, table_directories
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _from_metadata(
             spanning[i].append((str(a), bool(b)))
     readable = [i for i in range(len(reads)) if i in live and i not in unread]
     spans = {i: spanning[i] for i in readable if i in spanning}
-    paths = _delete_file_paths(con, catalog, meta, {i: reads[i] for i in spans}, spans)
+    paths = _delete_file_paths(con, catalog, {i: reads[i] for i in spans}, spans)
     done = [i for i in readable if paths.get(i, []) is not None]
     parts = _inlined_parts(con, meta, {i: reads[i] for i in done}, inlined)
     for i in done:
@@ -166,7 +166,6 @@ def _inlined_parts(
 def _delete_file_paths(
     con: duckdb.DuckDBPyConnection,
     catalog: str,
-    meta: str,
     reads: dict[int, CountAt],
     files: dict[int, list[tuple[str, bool]]],
 ) -> dict[int, list[str] | None]:
@@ -174,16 +173,7 @@ def _delete_file_paths(
     with a remote one (read by the scan, with the lake's own credentials)."""
     if not reads:
         return {}
-    ids = ", ".join(str(t) for t in sorted({r.table_id for r in reads.values()}))
-    directories = {
-        int(table_id): table_directory(data_path, (schema, schema_relative), (table, relative))
-        for table_id, schema, schema_relative, table, relative, data_path in con.execute(
-            "SELECT t.table_id, s.path, s.path_is_relative, t.path, t.path_is_relative, "
-            f"(SELECT data_path FROM ducklake_settings({literal(catalog)})) "
-            f"FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-            f"WHERE t.table_id IN ({ids}) AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL"
-        ).fetchall()
-    }
+    directories = table_directories(con, catalog, (r.table_id for r in reads.values()))
     found: dict[int, list[str] | None] = {}
     for i, read in reads.items():
         directory = directories.get(read.table_id)

@@ -663,6 +663,33 @@ def table_directory(data_path: str, *parts: tuple[str | None, bool | None]) -> s
     return path
 
 
+def table_directories(
+    con: duckdb.DuckDBPyConnection, catalog: str, tables: Iterable[int], at: int | None = None
+) -> dict[int, str]:
+    """The directories of the tables' files (by id), from the tables and schemas live at
+    snapshot ``at`` (the current ones when None)."""
+    meta = metadata_catalog(catalog)
+
+    def live(alias: str) -> str:
+        if at is None:
+            return f"{alias}.end_snapshot IS NULL"
+        return (
+            f"{alias}.begin_snapshot <= {at} "
+            f"AND ({alias}.end_snapshot IS NULL OR {alias}.end_snapshot > {at})"
+        )
+
+    return {
+        int(table_id): table_directory(data_path, (schema, schema_relative), (table, relative))
+        for table_id, schema, schema_relative, table, relative, data_path in con.execute(
+            "SELECT t.table_id, s.path, s.path_is_relative, t.path, t.path_is_relative, "
+            f"(SELECT data_path FROM ducklake_settings({literal(catalog)})) "
+            f"FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+            f"WHERE t.table_id IN ({_ints(sorted(set(tables)))}) "
+            f"AND {live('t')} AND {live('s')}"
+        ).fetchall()
+    }
+
+
 def _int(value: object) -> int | None:
     try:
         return None if value is None else int(str(value))

@@ -20,7 +20,7 @@ import duckdb
 from ..sql import literal, quote
 from .lake import has_inlined_deletions, metadata_catalog
 from .memo import Memo
-from .preimages import SNAPSHOT_COLUMN, table_directory
+from .preimages import SNAPSHOT_COLUMN, table_directories
 
 #: the rows of a Parquet row group DuckLake writes (DuckDB's default): the reader of ended
 #: rows decodes the row groups that hold deleted positions
@@ -40,13 +40,6 @@ class WindowRows:
     deleted: int = 0
     #: deleted inlined rows (their old values are in the catalog: cheap to look up)
     inlined_deleted: int = 0
-
-
-def _valid(at: int, alias: str) -> str:
-    return (
-        f"{alias}.begin_snapshot <= {at} "
-        f"AND ({alias}.end_snapshot IS NULL OR {alias}.end_snapshot > {at})"
-    )
 
 
 def _row_groups_read(file_rows: str, deleted: str) -> str:
@@ -140,7 +133,7 @@ def _read(
         for table in sorted(tables)
         if has_inlined_deletions(con, meta, table)
     ]
-    paths = _paths(con, catalog, meta, new, spanning)
+    paths = _paths(con, catalog, new, spanning)
     if paths:
         parts.append(
             f"SELECT 'spanning', NULL, filename, count(*), NULL "
@@ -167,24 +160,11 @@ def _read(
 
 
 def _paths(
-    con: duckdb.DuckDBPyConnection,
-    catalog: str,
-    meta: str,
-    new: int,
-    files: list[tuple[int, str, bool, int]],
+    con: duckdb.DuckDBPyConnection, catalog: str, new: int, files: list[tuple[int, str, bool, int]]
 ) -> list[str]:
     """The full paths of delete files (table id, path, relative, rows of the data file): a
     statement of its own, since appends have none (in the first one it costs 2 ms each run)."""
     if not files:
         return []
-    directories = {
-        int(table_id): table_directory(data_path, (schema, schema_relative), (table, relative))
-        for table_id, schema, schema_relative, table, relative, data_path in con.execute(
-            "SELECT t.table_id, s.path, s.path_is_relative, t.path, t.path_is_relative, "
-            f"(SELECT data_path FROM ducklake_settings({literal(catalog)})) "
-            f"FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-            f"WHERE t.table_id IN ({', '.join(str(f[0]) for f in files)}) "
-            f"AND {_valid(new, 't')} AND {_valid(new, 's')}"
-        ).fetchall()
-    }
+    directories = table_directories(con, catalog, (f[0] for f in files), at=new)
     return [directories[t] + p if relative else p for t, p, relative, _ in files]
