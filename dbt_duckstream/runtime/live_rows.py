@@ -13,8 +13,10 @@ rows of its snapshot column dated up to it when it spans the snapshot), less the
 deletions of file rows, plus the inlined rows live at it.
 
 A layout this does not read is counted by the scan, as before: a data file whose own rows span
-the snapshot (merged or flushed rows of several snapshots), deletion vectors, an encrypted or
-remote delete file, a table not live at the snapshot, an expired snapshot.
+the snapshot (merged or flushed rows of several snapshots), a delete file of a merged or
+flushed data file that gives no ``partial_max`` (a flush of inlined rows and their inlined
+deletions writes one dating each deletion, and leaves ``partial_max`` out), deletion vectors,
+an encrypted or remote delete file, a table not live at the snapshot, an expired snapshot.
 ``test_live_rows`` checks both ways at every snapshot of random histories.
 """
 
@@ -79,7 +81,8 @@ def _from_metadata(
         f AS ({files}),
         d AS (
           SELECT f.i, f.v, d.delete_count, d.partial_max, d.path, d.path_is_relative,
-                 d.format <> 'parquet' OR d.encryption_key IS NOT NULL AS unread
+                 d.format <> 'parquet' OR d.encryption_key IS NOT NULL
+                   OR (d.partial_max IS NULL AND f.partial_max IS NOT NULL) AS unread
           FROM f JOIN {meta}.ducklake_delete_file AS d
             ON d.data_file_id = f.data_file_id AND {_valid("f.v", "d")}
         )
