@@ -1,7 +1,8 @@
 """The integration_tests dbt project, copied into a temp directory and driven by dbt's CLI.
 
-dbt runs as a subprocess, as an orchestrator would run it: the DuckLake catalog is a DuckDB
-file that one process at a time may hold, and the tests change the sources between runs.
+dbt runs in a process of its own, as an orchestrator would run it: the DuckLake catalog is a
+DuckDB file that one process at a time may hold, and the tests change the sources between
+runs. The process is forked from one that imported dbt ahead (``tests.dbt_launcher``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import duckdb
 
 from dbt_duckstream import load_ducklake
 from dbt_duckstream.bridge.dbt_process import Invocation, dbt_environment, run_dbt
+
+from .dbt_launcher import forked_dbt
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 INTEGRATION_PROJECT = REPOSITORY / "integration_tests"
@@ -58,7 +61,7 @@ class Project:
         self.env = dbt_environment(self.lake, directory)
 
     def dbt(self, *args: str, check: bool = True) -> Invocation:
-        invocation = run_dbt(*args, project_dir=self.directory, env=self.env)
+        invocation = run_dbt(*args, project_dir=self.directory, env=self.env, launch=forked_dbt)
         if check and invocation.returncode != 0:
             raise AssertionError(f"dbt {' '.join(args)} failed:\n{invocation.output}")
         return invocation

@@ -18,12 +18,8 @@ At the end each model equals the same SQL built by dbt's `table` materialization
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -34,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from .dbt_project import REPOSITORY, Project
+from .dbt_launcher import DbtProcess
+from .dbt_project import Project
 from .lake_project import assert_equals_reference, seed
 from .source_writer import commit_changes, next_order_id
 
@@ -94,49 +91,15 @@ def drop_everything(project: Project) -> None:
             con.execute(f'DROP TABLE lake.main."{name}"')
 
 
-class Launchers:
-    """dbt processes imported ahead (``tests.dbt_launcher``): one is always getting ready."""
-
-    def __init__(self, project: Project) -> None:
-        self.project = project
-        self.next = self._spawn()
-
-    def _spawn(self) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.dbt_launcher"],
-            cwd=self.project.directory,
-            env={**self.project.env, "PYTHONPATH": str(REPOSITORY)},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-
-    def start(self, args: list[str]) -> subprocess.Popen[str]:
-        """Start ``dbt <args>`` in the launcher that is ready, and get the next one ready."""
-        process, self.next = self.next, self._spawn()
-        assert process.stdin is not None and process.stdout is not None
-        ready = process.stdout.readline()
-        assert ready.strip() == "ready", ready + process.stdout.read()
-        process.stdin.write(json.dumps(["--no-use-colors", *args]) + "\n")
-        process.stdin.flush()
-        return process
-
-    def close(self) -> None:
-        os.killpg(self.next.pid, signal.SIGKILL)
-        self.next.wait()
-
-
-def run_and_kill(launchers: Launchers, args: list[str], delay: float) -> KilledRun:
+def run_and_kill(project: Project, args: list[str], delay: float) -> KilledRun:
     """Start `dbt <args>`; SIGKILL it ``delay`` seconds after its first model started."""
-    process = launchers.start(args)
+    output = project.directory / "killed-run.log"
+    process = DbtProcess(["--no-use-colors", *args], project.directory, project.env, output)
     started = threading.Event()
     lines: list[str] = []
 
     def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
+        for line in process.lines():
             lines.append(line)
             if " START sql " in line:
                 started.set()
@@ -145,18 +108,15 @@ def run_and_kill(launchers: Launchers, args: list[str], delay: float) -> KilledR
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     if not started.wait(timeout=300):
-        os.killpg(process.pid, signal.SIGKILL)
+        process.kill()
         raise AssertionError("dbt started no model in 300 s:\n" + "".join(lines))
-    try:
-        process.wait(timeout=delay)
-        killed = False
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        killed = True
+    code = process.wait(timeout=delay)
+    killed = code is None
+    if killed:
+        process.kill()
     reader.join(timeout=30)
-    if not killed and process.returncode != 0:
-        raise AssertionError(f"dbt {' '.join(args)} failed:\n" + "".join(lines))
+    if not killed and code != 0:
+        raise AssertionError(f"dbt {' '.join(args)} failed:\n" + process.text())
     starts = [line.split(" model ")[1].split()[0] for line in lines if " START sql " in line]
     ends = [line for line in lines if " OK created " in line or " ERROR " in line]
     running = starts[-1] if killed and len(starts) > len(ends) else None
@@ -196,11 +156,7 @@ def test_killed_runs_leave_every_model_before_or_after(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("DUCKSTREAM_KILL_SEED", "20261122")))
     figures = Figures()
     started = time.monotonic()
-    launchers = Launchers(project)
-    try:
-        rounds = kill_rounds(project, launchers, rng, figures)
-    finally:
-        launchers.close()
+    rounds = kill_rounds(project, rng, figures)
     assert_equals_reference(project)
     print(
         f"\n{figures.kills} kills survived ({dict(figures.by_phase)}; {figures.mid_model} while "
@@ -210,9 +166,7 @@ def test_killed_runs_leave_every_model_before_or_after(tmp_path: Path) -> None:
     )
 
 
-def kill_rounds(
-    project: Project, launchers: Launchers, rng: random.Random, figures: Figures
-) -> int:
+def kill_rounds(project: Project, rng: random.Random, figures: Figures) -> int:
     """Rounds of kills until ``KILLS``; the number of rounds."""
     window = 4.0  # seconds of model runs, until measured
     round_number = 0
@@ -230,7 +184,7 @@ def kill_rounds(
         before = model_states(project)
         killed_states: list[State] = []
         for _ in range(min(KILLS_PER_ROUND, KILLS - figures.kills)):
-            run = run_and_kill(launchers, args, rng.uniform(0, window))
+            run = run_and_kill(project, args, rng.uniform(0, window))
             if not run.killed:
                 figures.finished_before_kill += 1
                 break

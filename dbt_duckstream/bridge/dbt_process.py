@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,26 @@ def dbt_environment(lake: Path, profiles_dir: Path) -> dict[str, str]:
     }
 
 
+#: how a dbt command is run: its arguments (after ``dbt``), directory, environment and timeout
+#: in seconds, to its exit code and console output
+Launch = Callable[[list[str], Path, dict[str, str], float], tuple[int, str]]
+
+
+def dbt_command(
+    arguments: list[str], cwd: Path, env: dict[str, str], timeout: float
+) -> tuple[int, str]:
+    """``dbt <arguments>`` as the command line runs it: a new Python process."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "dbt"), *arguments],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
 def run_dbt(
     *args: str,
     project_dir: Path,
@@ -59,21 +80,20 @@ def run_dbt(
     target_path: Path | None = None,
     log_path: Path | None = None,
     timeout: float = 600,
+    launch: Launch = dbt_command,
 ) -> Invocation:
     """Run ``dbt <args>`` in ``project_dir``; artifacts go to ``target_path`` when given."""
-    command = [str(Path(sys.executable).parent / "dbt"), "--no-use-colors", *args]
+    arguments = ["--no-use-colors", *args]
     if args and args[0] != "deps":  # deps takes no artifact paths
         if target_path is not None:
-            command += ["--target-path", str(target_path)]
+            arguments += ["--target-path", str(target_path)]
         if log_path is not None:
-            command += ["--log-path", str(log_path)]
+            arguments += ["--log-path", str(log_path)]
     run_results = (target_path or project_dir / "target") / "run_results.json"
     run_results.unlink(missing_ok=True)
-    done = subprocess.run(
-        command, cwd=project_dir, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    returncode, output = launch(arguments, project_dir, env, timeout)
     results: dict[str, dict] = {}
     if run_results.exists():
         for result in json.loads(run_results.read_text())["results"]:
             results[result["unique_id"]] = result
-    return Invocation(done.returncode, done.stdout + done.stderr, results)
+    return Invocation(returncode, output, results)
