@@ -1,11 +1,12 @@
 """dbt imported once per test process; each dbt command then runs in a process forked from it.
 
 Importing dbt costs 5-7 s of CPU on a 2-core machine, more than most of the suite's dbt
-commands spend after it, and the suite runs hundreds. multiprocessing's fork server imports dbt
-once (its ``preload``) and forks a process per command: dbt's own CLI entry (``dbtRunner``,
-with the same console output and exit code as the ``dbt`` command), in the command's directory
-and environment, in a session of its own so that a test may SIGKILL it with all it started.
-The test process itself never imports dbt: the lake stays with whichever process holds it.
+commands spend after it. multiprocessing's fork server imports dbt once per test process (its
+``preload``) and forks a process per command: dbt's own CLI entry (``dbtRunner``, with the same
+console output and exit code as the ``dbt`` command), in the command's directory and
+environment, in a session of its own so that a test may SIGKILL it with all it started. The
+test process itself does not import dbt, and the fork server opens no lake: each command holds
+the lake alone, as the ``dbt`` command does.
 """
 
 from __future__ import annotations
