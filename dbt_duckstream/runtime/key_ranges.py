@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import duckdb
 
 from ..sql import quote
-from .lake import has_inlined_deletions, inlined_tables, metadata_catalog
+from .lake import has_inlined_deletions, inlined_tables, live_at, metadata_catalog
 from .memo import Memo
 
 
@@ -251,8 +251,7 @@ def _rows_meeting(
         f"TRY_CAST(s.min_value AS {kind}), TRY_CAST(s.max_value AS {kind}) "
         f"FROM {meta}.ducklake_data_file AS f LEFT JOIN {meta}.ducklake_file_column_stats AS s "
         f"ON s.data_file_id = f.data_file_id AND s.column_id IN ({columns}) "
-        f"WHERE f.table_id IN ({tables}) AND f.begin_snapshot <= {at} "
-        f"AND (f.end_snapshot IS NULL OR f.end_snapshot > {at})"
+        f"WHERE f.table_id IN ({tables}) AND {live_at(at, 'f')}"
     ).fetchall():
         files.setdefault(int(table), {})[int(file)] = int(rows)
         if column is not None and low is not None and high is not None:

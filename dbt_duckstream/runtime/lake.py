@@ -170,6 +170,13 @@ def metadata_catalog(catalog: str) -> str:
     return quote(f"__ducklake_metadata_{catalog}")
 
 
+def live_at(at: int | str, alias: str = "") -> str:
+    """SQL: a row of the metadata (a file, table, schema, inlined row; of ``alias``) is live
+    at snapshot ``at`` (a number, or an SQL expression giving one)."""
+    of = f"{alias}." if alias else ""
+    return f"{of}begin_snapshot <= {at} AND ({of}end_snapshot IS NULL OR {of}end_snapshot > {at})"
+
+
 def lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
     """What tells lakes apart (table ids and snapshots repeat across lakes, and a catalog name
     is reused when another lake is attached under it): where the lake keeps its data, and

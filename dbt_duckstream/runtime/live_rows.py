@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..sql import TableRef, literal, quote
-from .lake import has_inlined_deletions, metadata_catalog, row_counts
+from .lake import has_inlined_deletions, live_at, metadata_catalog, row_counts
 from .preimages import SNAPSHOT_COLUMN, table_directories
 
 
@@ -58,13 +58,6 @@ def live_row_counts(con: duckdb.DuckDBPyConnection, reads: Sequence[CountAt]) ->
     return [found[i] for i in range(len(reads))]
 
 
-def _valid(at: str, alias: str) -> str:
-    return (
-        f"{alias}.begin_snapshot <= {at} "
-        f"AND ({alias}.end_snapshot IS NULL OR {alias}.end_snapshot > {at})"
-    )
-
-
 def _from_metadata(
     con: duckdb.DuckDBPyConnection, catalog: str, reads: list[CountAt]
 ) -> list[int | None]:
@@ -73,7 +66,7 @@ def _from_metadata(
     values = ", ".join(f"({i}, {r.table_id}, {r.snapshot})" for i, r in enumerate(reads))
     files = (
         f"SELECT r.i, r.v, f.* FROM r JOIN {meta}.ducklake_data_file AS f "
-        f"ON f.table_id = r.t AND {_valid('r.v', 'f')}"
+        f"ON f.table_id = r.t AND {live_at('r.v', 'f')}"
     )
     rows = con.execute(
         f"""
@@ -84,10 +77,10 @@ def _from_metadata(
                  d.format <> 'parquet' OR d.encryption_key IS NOT NULL
                    OR (d.partial_max IS NULL AND f.partial_max IS NOT NULL) AS unread
           FROM f JOIN {meta}.ducklake_delete_file AS d
-            ON d.data_file_id = f.data_file_id AND {_valid("f.v", "d")}
+            ON d.data_file_id = f.data_file_id AND {live_at("f.v", "d")}
         )
         SELECT 'live', r.i, NULL, NULL FROM r
-          JOIN {meta}.ducklake_table AS t ON t.table_id = r.t AND {_valid("r.v", "t")}
+          JOIN {meta}.ducklake_table AS t ON t.table_id = r.t AND {live_at("r.v", "t")}
           WHERE r.v IN (SELECT snapshot_id FROM {meta}.ducklake_snapshot)
         UNION ALL SELECT 'files', i, sum(record_count),
                count(*) FILTER (WHERE partial_max IS NOT NULL AND partial_max > v)
@@ -153,7 +146,7 @@ def _inlined_parts(
     for i, read in reads.items():
         at = read.snapshot
         parts += [
-            f"SELECT {i}, count(*) FROM {meta}.{quote(name)} AS x WHERE {_valid(str(at), 'x')}"
+            f"SELECT {i}, count(*) FROM {meta}.{quote(name)} AS x WHERE {live_at(at, 'x')}"
             for name in names.get(i, [])
         ]
         if read.table_id in deletions:
@@ -161,7 +154,7 @@ def _inlined_parts(
                 f"SELECT {i}, -count(*) FROM {meta}.ducklake_inlined_delete_{read.table_id} AS x "
                 f"WHERE x.begin_snapshot <= {at} AND x.file_id IN (SELECT f.data_file_id "
                 f"FROM {meta}.ducklake_data_file AS f WHERE f.table_id = {read.table_id} "
-                f"AND {_valid(str(at), 'f')})"
+                f"AND {live_at(at, 'f')})"
             )
     return parts
 

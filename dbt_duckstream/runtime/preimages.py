@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..sql import TableRef, inlined, literal, quote
-from .lake import has_inlined_deletions, metadata_catalog
+from .lake import has_inlined_deletions, live_at, metadata_catalog
 
 #: Parquet field ids of DuckLake's hidden columns (DuckDB's ``MultiFileReader`` constants)
 ROW_ID_FIELD = 2147483540  # _ducklake_internal_row_id: explicit row ids
@@ -251,12 +251,6 @@ class _Reader:
         """
         meta, old, new = self.meta, self.old, self.new
 
-        def valid(at: int, alias: str = "") -> str:
-            return (
-                f"{alias}begin_snapshot <= {at} "
-                f"AND ({alias}end_snapshot IS NULL OR {alias}end_snapshot > {at})"
-            )
-
         table_id = "table_id IN (SELECT table_id FROM t)"
         rows = self._rows(
             f"""
@@ -265,18 +259,18 @@ class _Reader:
                      t.path AS table_path, t.path_is_relative AS table_relative
               FROM {meta}.ducklake_table AS t JOIN {meta}.ducklake_schema AS s USING (schema_id)
               WHERE s.schema_name = $schema AND t.table_name = $name
-                AND {valid(new, "t.")} AND {valid(new, "s.")}
+                AND {live_at(new, "t")} AND {live_at(new, "s")}
             )
             SELECT 'table' AS kind, table_id AS id, schema_path AS a, table_path AS b,
                    NULL::VARCHAR AS c, schema_relative AS x, table_relative AS y FROM t
             UNION ALL SELECT 'at old', table_id, NULL, NULL, NULL, NULL, NULL
-              FROM {meta}.ducklake_table WHERE {table_id} AND {valid(old)}
+              FROM {meta}.ducklake_table WHERE {table_id} AND {live_at(old)}
             UNION ALL SELECT 'snapshot', snapshot_id, next_file_id::VARCHAR, NULL, NULL, NULL, NULL
               FROM {meta}.ducklake_snapshot WHERE snapshot_id IN ({old}, {new})
             UNION ALL SELECT 'column', column_id, column_name, column_type, initial_default,
                    NULL, NULL
               FROM {meta}.ducklake_column
-             WHERE {table_id} AND parent_column IS NULL AND {valid(old)}
+             WHERE {table_id} AND parent_column IS NULL AND {live_at(old)}
             UNION ALL SELECT 'inlined', schema_version, table_name, NULL, NULL, NULL, NULL
               FROM {meta}.ducklake_inlined_data_tables WHERE {table_id}
             UNION ALL SELECT 'data path', NULL, data_path, NULL, NULL, NULL, NULL
@@ -671,12 +665,7 @@ def table_directories(
     meta = metadata_catalog(catalog)
 
     def live(alias: str) -> str:
-        if at is None:
-            return f"{alias}.end_snapshot IS NULL"
-        return (
-            f"{alias}.begin_snapshot <= {at} "
-            f"AND ({alias}.end_snapshot IS NULL OR {alias}.end_snapshot > {at})"
-        )
+        return f"{alias}.end_snapshot IS NULL" if at is None else live_at(at, alias)
 
     return {
         int(table_id): table_directory(data_path, (schema, schema_relative), (table, relative))
