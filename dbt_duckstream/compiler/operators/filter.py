@@ -22,6 +22,7 @@ from sqlglot import exp
 from ...sql import expr_sql
 from ..render import RenderContext, Side
 from .base import Operator
+from .join import Join
 
 
 @dataclass(eq=False)
@@ -29,6 +30,11 @@ class Filter(Operator):
     child: Operator
     predicate: exp.Expr
     kind = "filter"
+
+    def __post_init__(self) -> None:
+        # over a join, the join's terms are rendered here (``delta_under``): materialized
+        # as the join's own delta would be
+        self.materialize_delta = isinstance(self.child, Join)
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -60,6 +60,10 @@ class Join(Operator):
     inputs: tuple[JoinInput, ...]
     condition: exp.Expr | None
     kind = "join"
+    #: statements downstream then plan with its exact row count: DuckDB estimates a union of
+    #: joins poorly, and TPC-H Q18 at SF10 hashed a 15M-row state table (0.5 s) to match a
+    #: 58k-row delta read as a CTE
+    materialize_delta = True
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -105,6 +109,9 @@ class Join(Operator):
             else j.node.state(ctx, side)
             for i, j in enumerate(self.inputs)
         ]
+        self._narrow_through(
+            ctx, relations, tuple(per_input), self.equalities(above), self.local_conditions(above)
+        )
         return f"({self._query(relations, None)})"
 
     def keys_per_input(
@@ -129,41 +136,64 @@ class Join(Operator):
                         narrow(other, (equal, theirs))
         return {i: tuple(k) for i, k in per_input.items()}
 
+    def local_conditions(self, above: exp.Expr | None = None) -> dict[int, exp.Expr]:
+        """Per input position, the conjuncts of the join's condition and ``above`` that read
+        that input alone (bound to it)."""
+        implied = [c for c in (self.condition, above) if c is not None]
+        return own_conjuncts(bind_columns(exp.and_(*implied) if implied else None, self.inputs))
+
     def equalities(self, above: exp.Expr | None = None) -> Equalities:
         """Per ordered pair of inputs (narrowed, changing), the columns of each that the
         join's condition, and ``above`` (the predicate of a filter over the join), equate."""
         implied = [c for c in (self.condition, above) if c is not None]
         return equated_columns(bind_columns(exp.and_(*implied) if implied else None, self.inputs))
 
+    def _narrow_through(
+        self,
+        ctx: RenderContext,
+        relations: list[str],
+        direct: tuple[int, ...],
+        equalities: Equalities,
+        local: dict[int, exp.Expr],
+        changing: int | None = None,
+    ) -> None:
+        """Narrow each large source that only inputs narrowed ``direct``ly are equated with
+        by their rows (TPC-H Q18 at SF10: customer, equated with orders, was hashed whole,
+        1.5M rows, to meet the orders of a few changed lineitems)."""
+        for j, other in enumerate(self.inputs):
+            if j == changing or j in direct or other.node.source_table not in ctx.large:
+                continue
+            through = [h for h in direct if equalities.get((j, h))]
+            if through:
+                h = through[0]
+                keys = restricted(relations[h], h, local)
+                relations[j] = narrowed(relations[j], equalities[(j, h)], keys)
+
     def _terms(self, ctx: RenderContext, above: exp.Expr | None) -> str | None:
         """The telescoping terms, each input narrowed to the rows matching the delta by the
-        equalities of the join's condition and of ``above``; a large source equated only
-        with inputs so narrowed is narrowed by their rows (TPC-H Q18 at SF10: customer, equated
-        with orders, was hashed whole, 1.5M rows, for a change of lineitem)."""
-        equalities = self.equalities(above)
+        equalities of the join's condition and of ``above``, and large sources through
+        those (``_narrow_through``). The keys come from the delta rows that pass the
+        conjuncts reading the delta's input alone: TPC-H Q10's customer, read for the new
+        orders of one quarter in 28 rather than for all of them."""
+        equalities, local = self.equalities(above), self.local_conditions(above)
         terms = []
         for i, changing in enumerate(self.inputs):
             changed = changing.node.delta(ctx)
             if changed is None:
                 continue
+            keys = restricted(changed, i, local)
             relations = [
                 changed
                 if j == i
                 else narrowed(
                     other.node.state(ctx, "new" if j < i else "old"),
                     equalities.get((j, i), ()),
-                    changed,
+                    keys,
                 )
                 for j, other in enumerate(self.inputs)
             ]
-            direct = [h for h in range(len(self.inputs)) if h != i and equalities.get((h, i))]
-            for j, other in enumerate(self.inputs):
-                if j == i or j in direct or other.node.source_table not in ctx.large:
-                    continue
-                through = [h for h in direct if equalities.get((j, h))]
-                if through:
-                    h = through[0]
-                    relations[j] = narrowed(relations[j], equalities[(j, h)], relations[h])
+            direct = tuple(h for h in range(len(self.inputs)) if h != i and equalities.get((h, i)))
+            self._narrow_through(ctx, relations, direct, equalities, local, changing=i)
             terms.append(self._query(relations, i))
         return "\nUNION ALL\n".join(terms) if terms else None
 
@@ -191,6 +221,28 @@ def equated_columns(condition: exp.Expr | None) -> Equalities:
             if columns not in found.setdefault(pair, []):
                 found[pair].append(columns)
     return {pair: tuple(columns) for pair, columns in found.items()}
+
+
+def own_conjuncts(condition: exp.Expr | None) -> dict[int, exp.Expr]:
+    """Per input position, the conjuncts of the bound condition whose columns are all that
+    input's (without subqueries), ANDed."""
+    found: dict[int, list[exp.Expr]] = {}
+    for conjunct in conjuncts(condition) if condition is not None else ():
+        owners = {_position(c) for c in conjunct.find_all(exp.Column)}
+        if len(owners) != 1 or None in owners or conjunct.find(exp.Query) is not None:
+            continue
+        (owner,) = owners
+        assert owner is not None
+        found.setdefault(owner, []).append(conjunct)
+    return {position: exp.and_(*terms) for position, terms in found.items()}
+
+
+def restricted(relation: str, position: int, local: dict[int, exp.Expr]) -> str:
+    """``relation`` (an input at ``position``, or its delta) keeping the rows that pass the
+    conjuncts reading it alone: a narrower set of keys to narrow the other inputs by."""
+    if position not in local:
+        return relation
+    return f"(SELECT * FROM {relation} AS {input_name(position)} WHERE {expr_sql(local[position])})"
 
 
 def _position(column: exp.Column) -> int | None:
