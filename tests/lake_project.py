@@ -15,6 +15,7 @@ import duckdb
 
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake
+from dbt_duckstream.runtime.runlog import RUN_LOG
 
 from .dbt_project import REPOSITORY, Project
 
@@ -29,12 +30,28 @@ def seed(project: Project) -> None:
     project.dbt("seed", *SCAFFOLDING)
 
 
+#: models whose rows depend on ``current_date``: they rebuild on every run, and equal a
+#: reference built on the same day only
+READS_CURRENT_DATE = frozenset({"order_recency"})
+
+
+def _last_run_today(con: duckdb.DuckDBPyConnection, model: str) -> bool:
+    """Whether the model's latest run happened on today's date (the lake's time zone)."""
+    (today,) = con.execute(
+        f"SELECT max(finished_at)::DATE = current_date FROM lake.main.{RUN_LOG} WHERE model = ?",
+        [model],
+    ).fetchone() or (None,)
+    return bool(today)
+
+
 def assert_equals_reference(project: Project) -> None:
     """Every model equals the same SQL built by dbt's ``table`` materialization (target
     ``reference``), values and column types, as ``test_dbt`` checks it."""
     project.dbt("run", "--target", "reference", "--vars", "{materialized: table}", *SCAFFOLDING)
     with project.connect() as con:
         for model in project.models():
+            if model in READS_CURRENT_DATE and not _last_run_today(con, model):
+                continue  # a day began between its run and now: the reference differs by design
             maintained, reference = f"lake.main.{model}", f"lake.reference.{model}"
             diff = differences(con, maintained, f"SELECT * FROM {reference}")
             assert not diff, f"{model} differs from its table materialization: {diff}"
