@@ -139,14 +139,16 @@ class Join(Operator):
     def local_conditions(self, above: exp.Expr | None = None) -> dict[int, exp.Expr]:
         """Per input position, the conjuncts of the join's condition and ``above`` that read
         that input alone (bound to it)."""
-        implied = [c for c in (self.condition, above) if c is not None]
-        return own_conjuncts(bind_columns(exp.and_(*implied) if implied else None, self.inputs))
+        return own_conjuncts(self._bound_condition(above))
 
     def equalities(self, above: exp.Expr | None = None) -> Equalities:
         """Per ordered pair of inputs (narrowed, changing), the columns of each that the
         join's condition, and ``above`` (the predicate of a filter over the join), equate."""
+        return equated_columns(self._bound_condition(above))
+
+    def _bound_condition(self, above: exp.Expr | None) -> exp.Expr | None:
         implied = [c for c in (self.condition, above) if c is not None]
-        return equated_columns(bind_columns(exp.and_(*implied) if implied else None, self.inputs))
+        return bind_columns(exp.and_(*implied) if implied else None, self.inputs)
 
     def _narrow_through(
         self,
