@@ -109,3 +109,19 @@ def test_a_join_reads_only_the_rows_its_delta_can_match() -> None:
     # no equality between them: nothing to narrow by
     assert "IN (SELECT" not in _join_delta("SELECT t.b, u.c FROM t JOIN u ON t.a < u.a")
     assert "IN (SELECT" not in _join_delta("SELECT t.b, u.c FROM t, u WHERE t.a + 1 = u.a")
+
+
+def test_a_folding_aggregate_reads_its_state_once_a_run() -> None:
+    """The merge's read of the stored groups is the only one: the retraction comes from the
+    touched rows, and the stored rows go by row id."""
+    sql = "SELECT b, sum(x) AS s FROM t JOIN u ON t.a = u.a GROUP BY b"
+    maintenance = plan(sql).maintenance({"lake": (1, 2)}, CHANGED)
+    assert maintenance is not None
+    statements = maintenance.all()
+    writes = [s for s in statements if s.startswith(("DELETE FROM", "INSERT INTO"))]
+    (delete,) = [s for s in writes if s.startswith("DELETE FROM") and "_duckstream_state" in s]
+    assert "WHERE rowid IN (SELECT _ivm_stored FROM" in delete
+    reads = [s for s in statements if "_duckstream_state" in s and s not in writes]
+    assert len(reads) == 1 and "LEFT JOIN" in reads[0], "the state was read more than once"
+    # the join's delta is a table of its own, which DuckDB plans the aggregate's reads by
+    assert any(s.startswith('CREATE OR REPLACE TEMP TABLE "_ivm_m_join') for s in statements)
