@@ -333,9 +333,15 @@ class Aggregate(Operator):
         return self._rescanned(ctx, combined)
 
     @property
+    def _carried_columns(self) -> tuple[str, ...]:
+        """The touched rows' columns beyond the state's: the stored row they replace."""
+        if not self.carries_stored:
+            return ()
+        return (STORED_ROWID, *map(before_name, self.stored_columns))
+
+    @property
     def _touched_columns(self) -> tuple[str, ...]:
-        carried = (STORED_ROWID, *map(before_name, self.stored_columns))
-        return self.state_columns + (carried if self.carries_stored else ())
+        return self.state_columns + self._carried_columns
 
     def _rescanned(self, ctx: RenderContext, combined: str) -> str:
         """Recompute the extremes of the groups whose delta removed one, at the new snapshot."""
@@ -360,6 +366,6 @@ class Aggregate(Operator):
             if c in rescanned_columns:
                 name = f"CASE WHEN c._ivm_rescan THEN r.{name} ELSE c.{name} END AS {name}"
             select.append(name if c in rescanned_columns else f"c.{name}")
-        select += [f"c.{quote(c)}" for c in self._touched_columns[len(self.state_columns) :]]
+        select += [f"c.{quote(c)}" for c in self._carried_columns]
         on = same_key("c", "r", self.key_columns)
         return f"SELECT {', '.join(select)} FROM {combined} AS c LEFT JOIN {rescanned} AS r ON {on}"
