@@ -17,7 +17,7 @@ from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake
 from dbt_duckstream.runtime.runlog import RUN_LOG
 
-from .dbt_project import REPOSITORY, Project
+from .dbt_project import FALLBACK_MODELS, REPOSITORY, Project
 
 #: dbt's own materializations, the tests' scaffolding (seeds, the reference target's tables),
 #: run on one thread: from several, their commits failed here now and then (a SQLite catalog
@@ -28,11 +28,6 @@ SCAFFOLDING = ("--threads", "1")
 
 def seed(project: Project) -> None:
     project.dbt("seed", *SCAFFOLDING)
-
-
-#: models whose rows depend on ``current_date``: they rebuild on every run, and equal a
-#: reference built on the same day only
-READS_CURRENT_DATE = frozenset({"order_recency"})
 
 
 def _last_run_today(con: duckdb.DuckDBPyConnection, model: str) -> bool:
@@ -50,7 +45,7 @@ def assert_equals_reference(project: Project) -> None:
     project.dbt("run", "--target", "reference", "--vars", "{materialized: table}", *SCAFFOLDING)
     with project.connect() as con:
         for model in project.models():
-            if model in READS_CURRENT_DATE and not _last_run_today(con, model):
+            if model in FALLBACK_MODELS and not _last_run_today(con, model):
                 continue  # a day began between its run and now: the reference differs by design
             maintained, reference = f"lake.main.{model}", f"lake.reference.{model}"
             diff = differences(con, maintained, f"SELECT * FROM {reference}")

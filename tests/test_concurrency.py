@@ -30,10 +30,10 @@ from dbt_duckstream.retry import RetryPolicy, is_retryable, retrying
 from dbt_duckstream.runtime import run as runtime_run
 from dbt_duckstream.runtime.lake import attach_lake
 
+from .dbt_project import FALLBACK_MODELS
 from .harness import assert_consistent
 from .lake_project import CatalogProject, assert_equals_reference, seed, source_writer
 from .postgres import create_database, postgres_server
-from .test_dbt import FALLBACK_MODELS
 
 pytestmark = pytest.mark.xdist_group("concurrency")
 

@@ -16,11 +16,10 @@ import pytest
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import ducklake_extension_path
 
-from .dbt_project import Project, change_sources
+from .dbt_project import FALLBACK_MODELS, Project, change_sources
 
 pytestmark = pytest.mark.xdist_group("dbt")
 
-FALLBACK_MODELS = {"order_recency"}
 #: rounds of source changes; each costs three dbt commands (run, test, reference run)
 ROUNDS = int(os.environ.get("DUCKSTREAM_DBT_ROUNDS", "3"))
 

@@ -28,10 +28,9 @@ boto3 = pytest.importorskip("boto3")  # moto's
 from dbt_duckstream.runtime.lake import attach_lake  # noqa: E402
 from dbt_duckstream.spark.storage import Storage  # noqa: E402
 
-from .dbt_project import REPOSITORY, Project  # noqa: E402
+from .dbt_project import FALLBACK_MODELS, REPOSITORY, Project  # noqa: E402
 from .lake_project import assert_equals_reference  # noqa: E402
 from .postgres import create_database, free_port, postgres_server, wait_until_ready  # noqa: E402
-from .test_dbt import FALLBACK_MODELS  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("spark")
 
