@@ -214,6 +214,43 @@ def picks_rows(sql: str) -> bool:
     )
 
 
+@lru_cache(maxsize=256)
+def compares_unequal(sql: str) -> bool:
+    """Whether a query compares values for inequality (``<>``, ``IS DISTINCT FROM``, ``NOT
+    a = b``, ``NOT IN (list)``): DuckDB 1.5.5 decorrelates an ``EXISTS`` whose correlation
+    holds one such comparison and another comparison wrongly
+    (``runtime.lake.DELIMINATOR_OPTIMIZERS``), and the maintenance of a semi, anti or outer
+    join renders its condition as such a correlation. SQL that sqlglot cannot parse counts as
+    one.
+
+    >>> compares_unequal("SELECT * FROM a SEMI JOIN b ON a.k <> b.k AND a.v <= b.v")
+    True
+    >>> compares_unequal("SELECT * FROM a WHERE NOT (k = 1)")
+    True
+    >>> compares_unequal("SELECT * FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k)")
+    False
+    """
+    try:
+        statements = sqlglot.parse(sql, dialect="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return True
+    return any(
+        _unequal(node)
+        for statement in statements
+        if statement is not None
+        for node in statement.find_all(exp.NEQ, exp.NullSafeNEQ, exp.Not)
+    )
+
+
+def _unequal(node: exp.Expr) -> bool:
+    if not isinstance(node, exp.Not):
+        return True
+    negated = node.this.unnest()
+    if isinstance(negated, exp.In):
+        return negated.args.get("query") is None
+    return isinstance(negated, exp.EQ | exp.NullSafeEQ)
+
+
 def conjuncts(predicate: exp.Expr) -> list[exp.Expr]:
     """The terms of a conjunction, through nested ANDs and parentheses.
 

@@ -23,11 +23,11 @@ from ..retry import retrying
 from ..runtime import runlog
 from ..runtime.consistency import differences_sql
 from ..runtime.decide import rebuild_above
-from ..runtime.lake import JOIN_FILTER_OPTIMIZERS, describe, disable_for_good
+from ..runtime.lake import describe, disable_for_good, unsound_optimizers
 from ..runtime.run import prepare, rebuild_unmaintainable, refresh, using
 from ..runtime.status import format_status, status
 from ..runtime.turns import LAKE
-from ..sql import TableRef, literal, picks_rows
+from ..sql import TableRef, literal
 
 Request = dict[str, Any]
 
@@ -107,9 +107,8 @@ def consistency_sql(con: duckdb.DuckDBPyConnection, request: Request) -> dict[st
     if table_columns != query_columns:
         detail = f"table has {table_columns}, the model SQL gives {query_columns}"
         return {"sql": f"SELECT 'columns differ' AS _side, {literal(detail)} AS detail"}
-    if picks_rows(recorded.sql):
-        # dbt runs the query after this call returns, outside any block of the package
-        disable_for_good(con, JOIN_FILTER_OPTIMIZERS)
+    # dbt runs the query after this call returns, outside any block of the package
+    disable_for_good(con, unsound_optimizers(recorded.sql))
     # The recomputation is fully qualified by dbt; in-catalog names resolve as at build time.
     return {"sql": differences_sql(target.sql(), recorded.sql, table_columns)}
 
