@@ -11,7 +11,8 @@ incremental (after a few commits of random source changes) and rebuild (`--full-
 after changes too).
 At the end each model equals the same SQL built by dbt's `table` materialization.
 
-``DUCKSTREAM_KILLS`` sets the number of kills (default 20), e.g. for a longer trial:
+``DUCKSTREAM_KILLS`` sets the number of kills (default 15: three rounds, one of each kind),
+e.g. for a longer trial:
 
     DUCKSTREAM_KILLS=200 uv run pytest tests/test_kills.py -s
 """
@@ -37,7 +38,7 @@ from .source_writer import commit_changes, next_order_id
 
 pytestmark = [pytest.mark.xdist_group("kills"), pytest.mark.slow]
 
-KILLS = int(os.environ.get("DUCKSTREAM_KILLS", "20"))
+KILLS = int(os.environ.get("DUCKSTREAM_KILLS", "15"))
 #: kills in a row before a run is let complete
 KILLS_PER_ROUND = 5
 PHASES = ("initial", "incremental", "rebuild", "incremental")
