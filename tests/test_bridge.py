@@ -81,6 +81,29 @@ def test_the_consistency_test_of_a_model_that_picks_rows_runs_without_join_filte
     assert lake.execute(check).fetchall() == []
 
 
+def test_the_consistency_test_of_a_model_with_an_inequality_runs_without_the_deliminator(
+    lake: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a correlation holding an inequality (``lake.DELIMINATOR_OPTIMIZERS``):
+    the test's query is right only with the deliminator off."""
+    monkeypatch.setattr(lake_module, "_off_for_good", set())
+    bridge.register(lake)
+    lake.execute("CREATE TABLE r (id INTEGER, k INTEGER)")
+    lake.execute("CREATE TABLE t (k INTEGER)")
+    lake.execute("INSERT INTO t VALUES (2)")
+    lake.execute("INSERT INTO r VALUES (0, 1), (2, 1)")
+    sql = (
+        "SELECT id FROM lake.main.r "
+        "WHERE EXISTS (SELECT 1 FROM lake.main.t WHERE r.id <> t.k AND r.k <= t.k)"
+    )
+    assert call(lake, "duckstream_run", model("m", sql=sql))["strategy"] == "initial"
+    assert lake.execute("SELECT * FROM m").fetchall() == [(0,)]
+    assert "deliminator" not in disabled_optimizers(lake)
+    check = call(lake, "duckstream_consistency_sql", model("m"))["sql"]
+    assert "deliminator" in disabled_optimizers(lake)
+    assert lake.execute(check).fetchall() == []
+
+
 def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:
     bridge.register(lake)
     lake.execute("CREATE TABLE t AS SELECT range AS v FROM range(5)")
