@@ -7,7 +7,11 @@ multiplicity per distinct row, never zero). Then:
   row whose key appears in the delta, then insert the rows with ``_ivm_m > 0``;
 * bag models delete exactly ``-_ivm_m`` copies of each retracted row (rows are paired with
   copies by ``row_number()`` over the table's ``rowid``) and insert ``_ivm_m`` copies of each
-  asserted row. NULLs match NULLs throughout (``IS NOT DISTINCT FROM``).
+  asserted row. NULLs match NULLs throughout (``IS NOT DISTINCT FROM``). Matching by every
+  column reads every column of the model (TPC-H's wide join: 29 columns of 6M rows, 1.2 s of
+  a 2.5 s run), so a model with a few narrow columns first counts, by those alone, the rows
+  holding each retracted value of them (``match_by``): where it holds as many as are
+  retracted, all of them go, unread; the other retracted rows are matched by every column.
 
 Matching a retracted row by its values is exact because every value the delta carries is
 either read from a table (a source at a snapshot, an operator's state) or computed from such
@@ -21,6 +25,7 @@ checks that every delete removes as many rows as the delta retracts.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..sql import quote, same_key
@@ -32,10 +37,11 @@ class Maintenance:
     """The statements of one maintenance run, in the order they run.
 
     ``build`` leaves the model's consolidated delta in a temporary table; ``delete`` and
-    ``insert`` write it to the model (skipped when the delta is empty; ``delete`` returns the
-    number of rows it deleted, which is the number of rows the delta retracts when the model
-    holds what its runs wrote); ``always`` updates state that changes even when the model's
-    rows do not; ``cleanup`` drops the temporary tables.
+    ``insert`` write it to the model (skipped when the delta is empty, and ``delete`` also
+    when the delta retracts nothing and it ``deletes_only_retracted`` rows; ``delete``
+    returns the number of rows it deleted, which is the number of rows the delta retracts
+    when the model holds what its runs wrote); ``always`` updates state that changes even
+    when the model's rows do not; ``cleanup`` drops the temporary tables.
     """
 
     build: list[str]
@@ -45,12 +51,20 @@ class Maintenance:
     delta_table: str
     always: list[str] = field(default_factory=list)
     cleanup: list[str] = field(default_factory=list)
+    #: a bag model's delete, which would read the model to find nothing in an append's run
+    deletes_only_retracted: bool = False
 
     def all(self) -> list[str]:
         return [*self.build, self.delete, self.insert, *self.always, *self.cleanup]
 
 
-def delete_sql(target: str, columns: tuple[str, ...], keys: tuple[str, ...] | None, delta: str):
+def delete_sql(
+    target: str,
+    columns: tuple[str, ...],
+    keys: tuple[str, ...] | None,
+    delta: str,
+    types: tuple[str, ...] | None = None,
+) -> str:
     if keys is not None and not keys:
         return f"DELETE FROM {target} WHERE EXISTS (SELECT 1 FROM {delta})"
     if keys is not None:
@@ -58,18 +72,75 @@ def delete_sql(target: str, columns: tuple[str, ...], keys: tuple[str, ...] | No
             f"DELETE FROM {target} WHERE rowid IN (SELECT t.rowid FROM {target} AS t "
             f"SEMI JOIN {delta} AS d ON {same_key('t', 'd', keys)})"
         )
+    retracted = f"(SELECT *, -{MULT} AS _ivm_copies FROM {delta} WHERE {MULT} < 0)"
+    narrow = match_by(columns, types)
+    if not narrow:
+        return f"DELETE FROM {target} WHERE rowid IN (\n{_copies(target, columns, retracted)}\n)"
+    listed = ", ".join(quote(c) for c in narrow)
+    held = ", ".join(f"t.{quote(c)}" for c in narrow)
     return (
         f"DELETE FROM {target} WHERE rowid IN (\n"
+        f"  WITH retracted AS {retracted},\n"
+        f"  per_value AS (SELECT {listed}, sum(_ivm_copies) AS _ivm_copies "
+        f"FROM retracted GROUP BY ALL),\n"
+        f"  held AS (SELECT t.rowid AS _ivm_rid, {held} FROM {target} AS t\n"
+        f"           SEMI JOIN per_value AS d ON {same_key('t', 'd', narrow)}),\n"
+        f"  whole AS (SELECT d.* FROM per_value AS d\n"
+        f"            JOIN (SELECT {listed}, count(*) AS _ivm_held FROM held GROUP BY ALL) AS h\n"
+        f"            ON {same_key('h', 'd', narrow)} WHERE h._ivm_held = d._ivm_copies)\n"
+        f"  SELECT h._ivm_rid FROM held AS h SEMI JOIN whole AS w ON {same_key('h', 'w', narrow)}\n"
+        f"  UNION ALL\n"
+        + _copies(
+            target,
+            columns,
+            f"(SELECT * FROM retracted AS r ANTI JOIN whole AS w ON {same_key('r', 'w', narrow)})",
+        )
+        + "\n)"
+    )
+
+
+def _copies(target: str, columns: tuple[str, ...], retracted: str) -> str:
+    """The row ids of ``_ivm_copies`` rows of ``target`` equal to each row of ``retracted``."""
+    return (
         f"  SELECT rid FROM (\n"
         f"    SELECT t.rowid AS rid, d._ivm_copies,\n"
         f"           row_number() OVER (PARTITION BY d._ivm_row ORDER BY t.rowid) AS n\n"
         f"    FROM {target} AS t\n"
-        f"    JOIN (SELECT *, -{MULT} AS _ivm_copies, row_number() OVER () AS _ivm_row\n"
-        f"          FROM {delta} WHERE {MULT} < 0) AS d\n"
+        f"    JOIN (SELECT *, row_number() OVER () AS _ivm_row FROM {retracted}) AS d\n"
         f"    ON {same_key('t', 'd', columns)}\n"
-        f"  ) WHERE n <= _ivm_copies\n"
-        f")"
+        f"  ) WHERE n <= _ivm_copies"
     )
+
+
+#: column types cheap to read and compare, that a run stores exactly as it computes them
+NARROW_TYPES = re.compile(
+    r"U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|DATE|TIME|TIMESTAMP(_NS|_MS|_S)?( WITH TIME ZONE)?"
+    r"|DECIMAL\(\d+,\d+\)|UUID"
+)
+#: how many narrow columns count a model's rows
+MATCH_BY = 3
+
+
+def match_by(columns: tuple[str, ...], types: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The first few narrow columns of a bag model, by which its rows holding a retracted
+    row's values are counted; none when the model has no other column to skip reading, or a
+    floating-point one.
+
+    Deleting every row holding the values of a narrow column that the delta retracts as
+    many times as the model holds them is exact while the retracted rows are rows of the
+    model, which the run checks by counting what the delete removed. A float breaks that
+    check's premise here: a value stored one bit off (``inlining``) would go unseen, so such a
+    model is matched by every column, and a run that misses its retractions rebuilds.
+
+    >>> match_by(("k", "name", "n", "d"), ("INTEGER", "VARCHAR", "BIGINT", "DATE"))
+    ('k', 'n', 'd')
+    >>> match_by(("k", "x", "name"), ("INTEGER", "DOUBLE", "VARCHAR"))
+    ()
+    """
+    if types is None or any(re.search(r"FLOAT|DOUBLE|REAL", t) for t in types):
+        return ()
+    narrow = tuple(c for c, t in zip(columns, types, strict=True) if NARROW_TYPES.fullmatch(t))
+    return narrow[:MATCH_BY] if len(narrow) < len(columns) or len(narrow) > MATCH_BY else ()
 
 
 def insert_sql(target: str, columns: tuple[str, ...], delta: str) -> str:

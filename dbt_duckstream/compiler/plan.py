@@ -170,11 +170,14 @@ class IVMPlan:
         target = self.target.sql()
         return Maintenance(
             build=ctx.statements,
-            delete=delete_sql(target, self.columns, self.key_columns, consolidated),
+            delete=delete_sql(
+                target, self.columns, self.key_columns, consolidated, self.column_types
+            ),
             insert=insert_sql(target, self.columns, consolidated),
             delta_table=consolidated,
             always=ctx.writes,
             cleanup=ctx.cleanup(),
+            deletes_only_retracted=self.key_columns is None,
         )
 
     def strategies(self) -> dict[str, str]:

@@ -566,7 +566,7 @@ def _maintain(
     ).fetchone()
     assert row is not None
     result.rows_inserted, result.rows_deleted = int(row[0]), int(row[1])
-    if result.rows_inserted or result.rows_deleted:
+    if result.rows_deleted or (result.rows_inserted and not maintenance.deletes_only_retracted):
         row = apply_statement(con, maintenance.delete).fetchone()
         deleted = int(row[0]) if row else 0
         if deleted != result.rows_deleted:
@@ -574,6 +574,7 @@ def _maintain(
                 f"it found {deleted} of the {result.rows_deleted} rows its maintenance "
                 f"retracts in {plan.target.key}"
             )
+    if result.rows_inserted:
         apply_statement(con, maintenance.insert)
     for statement in [*maintenance.always, *maintenance.cleanup]:
         apply_statement(con, statement)
