@@ -430,9 +430,10 @@ JOIN_FILTER_OPTIMIZERS = ("join_filter_pushdown",)
 #: condition: DuckDB 1.5.5 gets it wrong for a correlation holding an inequality (``<>``,
 #: ``IS DISTINCT FROM``) beside another comparison. ``EXISTS (SELECT 1 FROM t WHERE d.id <>
 #: t.k AND d.k <= t.k)`` is true for the rows where ``d.id = t.k``, and its ``NOT EXISTS``,
-#: ``IS TRUE`` and ``IS FALSE`` forms go wrong the same way (in 254 of 1,548 shapes of two or
-#: three correlated comparisons over random rows; none without an inequality, none with it
-#: off). Only plans with a correlated subquery change when it is off.
+#: ``IS TRUE`` and ``IS FALSE`` forms go wrong the same way (254 of 777 ``EXISTS``, ``NOT
+#: EXISTS`` and ``IS TRUE`` forms of up to three correlated comparisons over random rows; none
+#: without an inequality, no ``ANY`` or ``ALL`` form, none with it off). Only plans with a
+#: correlated subquery change when it is off.
 DELIMINATOR_OPTIMIZERS = ("deliminator",)
 
 #: ``disabled_optimizers`` is a setting of the whole DuckDB instance, which every dbt thread
