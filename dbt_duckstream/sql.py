@@ -189,7 +189,6 @@ def bare_statement(sql: str) -> str:
     return sql[: tokens[-1].end + 1].strip() if tokens else sql.strip()
 
 
-@lru_cache(maxsize=256)
 def picks_rows(sql: str) -> bool:
     """Whether a query keeps some rows of an input by their order or position (LIMIT, OFFSET,
     FETCH, DISTINCT ON): DuckDB 1.5.5 may filter below such an operator
@@ -202,19 +201,14 @@ def picks_rows(sql: str) -> bool:
     >>> picks_rows("SELECT DISTINCT k, sum(v) FROM t JOIN s USING (k) GROUP BY k")
     False
     """
-    try:
-        statements = sqlglot.parse(sql, dialect="duckdb")
-    except sqlglot.errors.SqlglotError:
-        return True
-    return any(
+    statements = _statements(sql)
+    return statements is None or any(
         statement.find(exp.Limit, exp.Offset, exp.Fetch) is not None
         or any(distinct.args.get("on") for distinct in statement.find_all(exp.Distinct))
         for statement in statements
-        if statement is not None
     )
 
 
-@lru_cache(maxsize=256)
 def compares_unequal(sql: str) -> bool:
     """Whether a query compares values for inequality (``<>``, ``IS DISTINCT FROM``, ``NOT
     a = b``, ``NOT IN (list)``): DuckDB 1.5.5 decorrelates an ``EXISTS`` whose correlation
@@ -230,16 +224,23 @@ def compares_unequal(sql: str) -> bool:
     >>> compares_unequal("SELECT * FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k)")
     False
     """
-    try:
-        statements = sqlglot.parse(sql, dialect="duckdb")
-    except sqlglot.errors.SqlglotError:
-        return True
-    return any(
+    statements = _statements(sql)
+    return statements is None or any(
         _unequal(node)
         for statement in statements
-        if statement is not None
         for node in statement.find_all(exp.NEQ, exp.NullSafeNEQ, exp.Not)
     )
+
+
+@lru_cache(maxsize=256)
+def _statements(sql: str) -> tuple[exp.Expr, ...] | None:
+    """The statements of ``sql`` as sqlglot parses them (read, never changed), once for the
+    questions a run asks of its model's SQL; None when sqlglot cannot parse it."""
+    try:
+        parsed = sqlglot.parse(sql, dialect="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return None
+    return tuple(statement for statement in parsed if statement is not None)
 
 
 def _unequal(node: exp.Expr) -> bool:
