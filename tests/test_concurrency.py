@@ -4,7 +4,7 @@ On a shared catalog (SQLite, PostgreSQL) a commit can lose to another process's.
 the Spark writer retry the whole unit (``dbt_duckstream.retry``): these tests provoke each kind
 of lost race, then run dbt against a writer committing every 50-200 ms.
 
-``DUCKSTREAM_CONCURRENT_RUNS`` sets the dbt runs made while the writer commits (default 3).
+``DUCKSTREAM_CONCURRENT_RUNS`` sets the dbt runs made while the writer commits (default 2).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .postgres import create_database, postgres_server
 pytestmark = pytest.mark.xdist_group("concurrency")
 
 #: dbt runs made while the writer commits, per catalog
-RUNS = int(os.environ.get("DUCKSTREAM_CONCURRENT_RUNS", "3"))
+RUNS = int(os.environ.get("DUCKSTREAM_CONCURRENT_RUNS", "2"))
 
 #: the messages of lost commit races, as DuckDB 1.5.5 reported them here
 LOST_RACES = [

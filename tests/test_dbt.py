@@ -21,7 +21,7 @@ from .dbt_project import FALLBACK_MODELS, Project, change_sources
 pytestmark = pytest.mark.xdist_group("dbt")
 
 #: rounds of source changes; each costs three dbt commands (run, test, reference run)
-ROUNDS = int(os.environ.get("DUCKSTREAM_DBT_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("DUCKSTREAM_DBT_ROUNDS", "2"))
 
 
 @pytest.fixture(scope="module")

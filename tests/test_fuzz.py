@@ -2,7 +2,7 @@
 random history and checked against its recomputation after every run.
 
 One example is one lake and one history (``scenarios``) shared by ``QUERIES`` generated
-models, so CI covers EXAMPLES x QUERIES query x history cases cheaply (500 by default),
+models, so CI covers EXAMPLES x QUERIES query x history cases cheaply (400 by default),
 drawn in ``SHARDS`` independent tests that pytest-xdist spreads over its workers. More:
 
     DUCKSTREAM_FUZZ_EXAMPLES=500 uv run pytest tests/test_fuzz.py -p no:cacheprovider   # 10,000
@@ -27,7 +27,7 @@ from .test_properties import run_scenario
 
 pytestmark = [pytest.mark.slow]
 
-EXAMPLES = int(os.environ.get("DUCKSTREAM_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("DUCKSTREAM_FUZZ_EXAMPLES", "20"))
 QUERIES = int(os.environ.get("DUCKSTREAM_FUZZ_QUERIES", "20"))
 #: one long test would keep one worker busy while the other idles: the examples are split
 SHARDS = 5

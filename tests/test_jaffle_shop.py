@@ -24,7 +24,7 @@ from .lake_project import assert_equals_reference, seed
 pytestmark = pytest.mark.xdist_group("jaffle_shop")
 
 #: rounds of raw-table changes; each costs three dbt commands (run, test, reference run)
-ROUNDS = int(os.environ.get("DUCKSTREAM_JAFFLE_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("DUCKSTREAM_JAFFLE_ROUNDS", "2"))
 STATUSES = ["placed", "shipped", "completed", "return_pending", "returned"]
 METHODS = ["credit_card", "coupon", "bank_transfer", "gift_card"]
 RAW = "lake.raw"

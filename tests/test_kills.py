@@ -11,7 +11,7 @@ incremental (after a few commits of random source changes) and rebuild (`--full-
 after changes too).
 At the end each model equals the same SQL built by dbt's `table` materialization.
 
-``DUCKSTREAM_KILLS`` sets the number of kills (default 15: three rounds, one of each kind),
+``DUCKSTREAM_KILLS`` sets the number of kills (default 9: three rounds, one of each kind),
 e.g. for a longer trial:
 
     DUCKSTREAM_KILLS=200 uv run pytest tests/test_kills.py -s
@@ -38,9 +38,9 @@ from .source_writer import commit_changes, next_order_id
 
 pytestmark = [pytest.mark.xdist_group("kills"), pytest.mark.slow]
 
-KILLS = int(os.environ.get("DUCKSTREAM_KILLS", "15"))
+KILLS = int(os.environ.get("DUCKSTREAM_KILLS", "9"))
 #: kills in a row before a run is let complete
-KILLS_PER_ROUND = 5
+KILLS_PER_ROUND = 3
 PHASES = ("initial", "incremental", "rebuild", "incremental")
 
 State = dict[str, Counter | None]  # per model: its rows as a bag, or None when it has no table
