@@ -32,14 +32,14 @@ def postgres() -> Iterator[str]:
         yield dsn
 
 
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(scenario=scenarios())
 def test_sqlite_catalog(scenario: Scenario) -> None:
     with tempfile.TemporaryDirectory() as directory:
         run_scenario(scenario, VIEWS, catalog=f"sqlite:{Path(directory) / 'lake.sqlite'}")
 
 
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(scenario=scenarios())
 def test_postgres_catalog(postgres: str, scenario: Scenario) -> None:
     database = create_database(postgres, f"lake_{uuid.uuid4().hex[:12]}")
