@@ -45,6 +45,9 @@ class IVMPlan:
     sources: tuple[TableRef, ...] = field(default=())
     #: the catalog and schema that unqualified names in ``sql`` resolve to
     default_schema: tuple[str, str] = ("memory", "main")
+    #: the snapshot of the model's catalog before its sources' schemas were read, when known:
+    #: a change to them after it may be missing from the plan (``runtime.unchanged``)
+    described_at: int | None = None
 
     @property
     def catalogs(self) -> tuple[str, ...]:

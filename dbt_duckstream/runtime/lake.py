@@ -165,6 +165,16 @@ def current_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
     return int(row[0])
 
 
+def latest_snapshot(con: duckdb.DuckDBPyConnection, catalog: str) -> int:
+    """The catalog's latest snapshot, from its metadata catalog: unlike ``current_snapshot``,
+    it does not load the lake's catalog (25-80 ms on a process's first use)."""
+    row = con.execute(
+        f"SELECT {BUILTIN}.max(snapshot_id) FROM {metadata_catalog(catalog)}.ducklake_snapshot"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def metadata_catalog(catalog: str) -> str:
     """The attached metadata catalog of a DuckLake: indexed tables, cheap to filter."""
     return quote(f"__ducklake_metadata_{catalog}")

@@ -35,6 +35,7 @@ from .lake import (
     feed_safe_optimizers,
     is_ducklake,
     lake_identity,
+    latest_snapshot,
     metadata_catalog,
     row_counts,
     sound_optimizers,
@@ -44,6 +45,7 @@ from .lake import (
     transaction,
 )
 from .turns import LAKE
+from .unchanged import commit_info
 
 
 @dataclass
@@ -105,6 +107,7 @@ def prepare(
                 f"source {source.key} is not in a DuckLake catalog: incremental maintenance "
                 "reads DuckLake's change feed, so attach the source's catalog with ducklake:"
             )
+    described_at = latest_snapshot(con, target_ref.catalog)
     ids = table_ids(con, sources)
     schema: Schema = {}
     for source in sources:
@@ -126,9 +129,10 @@ def prepare(
             "a model column named rowid",
             "it would hide the row ids that maintenance deletes by; rename the column",
         )
-    return compile_ivm(
+    plan = compile_ivm(
         sql, target=target_ref, schema=schema, catalog=catalog, db=db, output_columns=output
     )
+    return replace(plan, described_at=described_at)
 
 
 @contextmanager
@@ -192,7 +196,7 @@ def refresh(
         result.seconds = time.perf_counter() - started
         registered = result.strategy != Strategy.UNCHANGED and not decision.refills
         entry = _record(con, plan, situation, decision, result, feeds, registered=registered)
-        token = known_runs.new_token()
+        token = commit_info(plan, known_runs.new_token(), situation.pinned, situation.ids).text()
         _label(con, plan.target, result, token)
         catalog = plan.target.catalog
         if catalog not in situation.pinned:
