@@ -18,6 +18,7 @@ from dbt_duckstream.sql import TableRef
 
 from .budget import SLOW_EXAMPLES
 from .harness import fresh_lake
+from .scenarios import COMPACTIONS
 
 TARGET = TableRef("lake", "main", "m")
 SQL = "SELECT k, sum(v) AS total, count(*) AS n FROM t GROUP BY k"
@@ -191,7 +192,7 @@ STEPS = (
     "DELETE FROM t WHERE v % 5 = 0",
     "UPDATE t SET v = v + 1 WHERE k = 2",
     "CREATE OR REPLACE TABLE u AS SELECT 1 AS x",
-    "CALL ducklake_merge_adjacent_files('lake')",
+    *COMPACTIONS,
     "CALL ducklake_expire_snapshots('lake', older_than => now())",
     "COMMENT ON TABLE m IS 'docs'",
     "INSERT INTO m SELECT * FROM m LIMIT 1",

@@ -17,15 +17,15 @@ which it never contradicts:
   and plan format);
 - every snapshot from the earlier of the schemas' read and the cursor up to now is still
   there (none expired);
-- no snapshot after the cursor lists a change to a source, to the model or its state tables
-  (but the run's own commit), or a change to the run log by anything but a run;
+- no snapshot after the cursor changed a source's rows, wrote the model or its state tables
+  (but the run's own commit), or wrote the run log but as a run;
 - no snapshot after the schemas were read altered or dropped a source (a change the plan,
   compiled before the pin, may not have seen);
 - the model and its state tables are as the commit left them (none created or dropped
   since).
 
-Compactions of the sources or of the model's tables after the cursor also send the run to
-the full decision, which tells them from changes.
+Compactions of any of these tables, and alterations of the model's own (dbt's
+``persist_docs`` comments), change no row: ``decide`` takes them as no change too.
 """
 
 from __future__ import annotations
