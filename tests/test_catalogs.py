@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
+from .harness import fresh_lake
 from .postgres import create_database, postgres_server
 from .scenarios import Scenario, scenarios
 from .test_properties import FAMILIES, run_scenario
+from .test_unchanged import quick, run
 
 pytestmark = pytest.mark.xdist_group("catalogs")
 
@@ -44,3 +46,26 @@ def test_sqlite_catalog(scenario: Scenario) -> None:
 def test_postgres_catalog(postgres: str, scenario: Scenario) -> None:
     database = create_database(postgres, f"lake_{uuid.uuid4().hex[:12]}")
     run_scenario(scenario, VIEWS, catalog=f"postgres:{database}")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_unchanged_models_are_known_from_each_catalog(request, backend: str) -> None:
+    """The metadata queries of ``runtime/unchanged.py`` read SQLite's and PostgreSQL's
+    catalogs as they read a DuckDB one: a model run through the bridge is known unchanged,
+    and not once its source changed."""
+    with tempfile.TemporaryDirectory() as directory:
+        if backend == "sqlite":
+            catalog = f"sqlite:{Path(directory) / 'lake.sqlite'}"
+        else:
+            dsn = request.getfixturevalue("postgres")
+            catalog = f"postgres:{create_database(dsn, f'lake_{uuid.uuid4().hex[:12]}')}"
+        with fresh_lake(catalog) as con:
+            con.execute("CREATE TABLE t AS SELECT range % 4 AS k, range AS v FROM range(20)")
+            assert run(con)["strategy"] == "initial"
+            assert quick(con) is not None
+            con.execute("INSERT INTO t VALUES (1, 100)")
+            assert quick(con) is None
+            assert run(con)["strategy"] == "incremental"
+            con.execute("CALL ducklake_merge_adjacent_files('lake')")
+            assert run(con)["strategy"] == "unchanged"
+            assert quick(con) is not None
