@@ -45,10 +45,11 @@ from .lake import SnapshotChange, metadata_catalog, snapshot_changes
 REASON = "no source changed"
 
 
-def fingerprint(sql: str, target: TableRef, catalog: str, db: str) -> str:
-    """What the model's SQL means to a run, before compiling it: its text, where it lands,
-    where its unqualified names resolve, and the plan format."""
-    text = f"{PLAN_FORMAT}\n{target.key}\n{catalog}.{db}\n{bare_statement(sql)}"
+def fingerprint(statement: str, target: TableRef, catalog: str, db: str) -> str:
+    """What the model's SQL (``statement``, bare: ``sql.bare_statement``, as a plan holds
+    it) means to a run, before compiling it: its text, where it lands, where its unqualified
+    names resolve, and the plan format."""
+    text = f"{PLAN_FORMAT}\n{target.key}\n{catalog}.{db}\n{statement}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -146,7 +147,7 @@ def _known_unchanged(
         or info.sql is None
         or info.cursor is None
         or info.described is None
-        or info.sql != fingerprint(sql, target, catalog, db)
+        or info.sql != fingerprint(bare_statement(sql), target, catalog, db)
     ):
         return None
     since = min(info.cursor, info.described)
