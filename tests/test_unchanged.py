@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dbt_duckstream import prepare, refresh
 from dbt_duckstream.bridge import functions
+from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.unchanged import known_unchanged
 from dbt_duckstream.sql import TableRef
 
@@ -211,8 +212,9 @@ STEPS = (
 )
 @given(steps=st.lists(st.sampled_from(STEPS), max_size=12))
 def test_known_unchanged_agrees_with_the_full_run(steps):
-    """After every step, where the metadata proves the model unchanged, the full run (its SQL
-    compiled again) finds it unchanged over the same window."""
+    """After every step, where the metadata proves the model unchanged, the model equals its
+    recomputation and the full run (its SQL compiled again) finds it unchanged over the same
+    window."""
     with fresh_lake(":memory:") as con:
         con.execute("CREATE TABLE t AS SELECT range % 4 AS k, range AS v FROM range(20)")
         sql = SQL
@@ -233,6 +235,7 @@ def test_known_unchanged_agrees_with_the_full_run(steps):
             if found is None:
                 continue
             _, window = found
+            assert differences(con, TARGET.sql(), sql) == [], step  # the model is current
             result = refresh(con, prepare(con, sql, TARGET, catalog="lake", db="main"))
             assert result.strategy == "unchanged", (step, result.reason)
             assert result.snapshots == window, (step, result.snapshots, window)
