@@ -111,6 +111,38 @@ def test_a_join_reads_only_the_rows_its_delta_can_match() -> None:
     assert "IN (SELECT" not in _join_delta("SELECT t.b, u.c FROM t, u WHERE t.a + 1 = u.a")
 
 
+def test_a_large_input_that_several_terms_narrow_is_read_once() -> None:
+    """TPC-H Q10's shape: customer, narrowed by the new orders' keys in one term and through
+    the orders of the new lineitems in the other, is read once for both; each term then
+    narrows that read by its own keys."""
+    schema = {
+        "lake": {
+            "main": {
+                "c": {"ck": "INTEGER", "name": "VARCHAR"},
+                "o": {"ok": "INTEGER", "ck": "INTEGER"},
+                "l": {"ok": "INTEGER", "q": "INTEGER"},
+            }
+        }
+    }
+    sql = "SELECT c.name, l.q FROM c JOIN o ON c.ck = o.ck JOIN l ON l.ok = o.ok WHERE l.q > 1"
+    compiled = compile_ivm(sql, target="m", schema=schema, catalog="lake")
+    changed = frozenset({"lake.main.o", "lake.main.l"})
+
+    def delta(large: frozenset[str]) -> str:
+        maintenance = compiled.maintenance({"lake": (1, 2)}, changed, large=large)
+        assert maintenance is not None
+        (terms,) = [s for s in maintenance.build if "_filter" in s.split(" AS", 1)[0]]
+        return terms
+
+    shared = delta(frozenset({"lake.main.c"}))
+    assert shared.count('"c" AT (VERSION') == 1
+    assert shared.count('AS MATERIALIZED (\n  SELECT * FROM "scan1_new" WHERE "ck" IN') == 1
+    # read by both terms, each keeping its own keys
+    assert shared.count('(SELECT * FROM "join') == 2
+    # a small input is read where each term narrows it
+    assert "AS MATERIALIZED" not in delta(frozenset())
+
+
 def test_a_folding_aggregate_reads_its_state_once_a_run() -> None:
     """The merge's read of the stored groups is the only one: the retraction comes from the
     touched rows, and the stored rows go by row id."""

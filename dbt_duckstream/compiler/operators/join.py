@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ...sql import conjuncts, expr_sql, quote
+from ...sql import conjuncts, expr_sql, indent, quote
 from ..render import MULT, RenderContext, Side
 from .base import Operator, narrowed
 
@@ -158,10 +158,12 @@ class Join(Operator):
         equalities: Equalities,
         local: dict[int, exp.Expr],
         changing: int | None = None,
+        narrowings: dict[int, Narrowing] | None = None,
     ) -> None:
         """Narrow each large source that only inputs narrowed ``direct``ly are equated with
         by their rows (TPC-H Q18 at SF10: customer, equated with orders, was hashed whole,
-        1.5M rows, to meet the orders of a few changed lineitems)."""
+        1.5M rows, to meet the orders of a few changed lineitems). ``narrowings`` collects
+        how (``Narrowing``)."""
         for j, other in enumerate(self.inputs):
             if j == changing or j in direct or other.node.source_table not in ctx.large:
                 continue
@@ -169,6 +171,9 @@ class Join(Operator):
             if through:
                 h = through[0]
                 keys = restricted(relations[h], h, local)
+                if narrowings is not None and changing is not None:
+                    side: Side = "new" if j < changing else "old"
+                    narrowings[j] = Narrowing(relations[j], side, equalities[(j, h)], keys)
                 relations[j] = narrowed(relations[j], equalities[(j, h)], keys)
 
     def _terms(self, ctx: RenderContext, above: exp.Expr | None) -> str | None:
@@ -176,28 +181,79 @@ class Join(Operator):
         equalities of the join's condition and of ``above``, and large sources through
         those (``_narrow_through``). The keys come from the delta rows that pass the
         conjuncts reading the delta's input alone: TPC-H Q10's customer, read for the new
-        orders of one quarter in 28 rather than for all of them."""
+        orders of one quarter in 28 rather than for all of them. A large source that several
+        terms narrow at one snapshot is read once for all of them (``_share_reads``)."""
         equalities, local = self.equalities(above), self.local_conditions(above)
-        terms = []
+        terms: list[tuple[int, list[str], dict[int, Narrowing]]] = []
         for i, changing in enumerate(self.inputs):
             changed = changing.node.delta(ctx)
             if changed is None:
                 continue
             keys = restricted(changed, i, local)
-            relations = [
-                changed
-                if j == i
-                else narrowed(
-                    other.node.state(ctx, "new" if j < i else "old"),
-                    equalities.get((j, i), ()),
-                    keys,
-                )
-                for j, other in enumerate(self.inputs)
-            ]
+            relations: list[str] = []
+            narrowings: dict[int, Narrowing] = {}
+            for j, other in enumerate(self.inputs):
+                if j == i:
+                    relations.append(changed)
+                    continue
+                side: Side = "new" if j < i else "old"
+                state = other.node.state(ctx, side)
+                if equalities.get((j, i)):
+                    narrowings[j] = Narrowing(state, side, equalities[(j, i)], keys)
+                relations.append(narrowed(state, equalities.get((j, i), ()), keys))
             direct = tuple(h for h in range(len(self.inputs)) if h != i and equalities.get((h, i)))
-            self._narrow_through(ctx, relations, direct, equalities, local, changing=i)
-            terms.append(self._query(relations, i))
-        return "\nUNION ALL\n".join(terms) if terms else None
+            self._narrow_through(ctx, relations, direct, equalities, local, i, narrowings)
+            terms.append((i, relations, narrowings))
+        if not terms:
+            return None
+        self._share_reads(ctx, terms, local, "_under" if above is not None else "")
+        return "\nUNION ALL\n".join(self._query(relations, i) for i, relations, _ in terms)
+
+    def _share_reads(
+        self,
+        ctx: RenderContext,
+        terms: list[tuple[int, list[str], dict[int, Narrowing]]],
+        local: dict[int, exp.Expr],
+        suffix: str,
+    ) -> None:
+        """Read a large source once where several terms narrow it at the same snapshot by
+        the same column: its rows matching any term's keys, materialized, which each term
+        narrows again by its own. TPC-H Q10 at SF10 with appends read customer's seven wide
+        columns whole twice (the keys of a quarter's new orders are spread over every row
+        group), once for the new orders and once through the orders of the new lineitems:
+        250 ms of a 550 ms run, 140 ms read once."""
+        groups: dict[tuple[int, Side, str], list[tuple[list[str], Narrowing]]] = {}
+        for _, relations, narrowings in terms:
+            for j, narrowing in narrowings.items():
+                if self.inputs[j].node.source_table in ctx.large and len(narrowing.keys) == 1:
+                    ((mine, _),) = narrowing.keys
+                    group = groups.setdefault((j, narrowing.side, mine), [])
+                    group.append((relations, narrowing))
+        for (j, side, mine), uses in groups.items():
+            if len(uses) < 2:
+                continue
+            wanted = "\nUNION ALL\n".join(
+                f"SELECT {quote(theirs)} FROM {n.other}" for _, n in uses for _, theirs in n.keys
+            )
+            rows = restricted(uses[0][1].state, j, local)
+            shared = ctx.cte(
+                f"{self.name}_in{j}_{side}{suffix}",
+                f"SELECT * FROM {rows} WHERE {quote(mine)} IN (\n{indent(wanted)}\n)",
+                materialized=True,
+            )
+            for relations, narrowing in uses:
+                relations[j] = narrowed(shared, narrowing.keys, narrowing.other)
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """How a term narrows an input: its ``state`` at the term's snapshot (``side``), keeping
+    the rows whose ``keys`` (its column, theirs) occur in ``other``."""
+
+    state: str
+    side: Side
+    keys: tuple[tuple[str, str], ...]
+    other: str
 
 
 #: per ordered pair of input positions, pairs of their columns
