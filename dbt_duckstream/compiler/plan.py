@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from ..errors import DuckstreamError
 from ..sql import TableRef, quote
-from .apply import Maintenance, delete_sql, insert_sql
+from .apply import Maintenance, delete_sql, deleted_by_key, insert_sql
 from .operators import Aggregate, Filter, Operator, Project, Scan
 from .operators.aggregate import key_name
 from .parse import parse_table, pinned_sql, qualify_sql
@@ -171,16 +171,17 @@ class IVMPlan:
             f"GROUP BY ALL HAVING SUM({MULT}) <> 0",
         )
         target = self.target.sql()
+        keys = deleted_by_key(self.columns, self.key_columns, self.column_types)
+        delete, rest = delete_sql(target, self.columns, keys, consolidated, self.column_types)
         return Maintenance(
             build=ctx.statements,
-            delete=delete_sql(
-                target, self.columns, self.key_columns, consolidated, self.column_types
-            ),
+            delete=delete,
             insert=insert_sql(target, self.columns, consolidated),
             delta_table=consolidated,
             always=ctx.writes,
             cleanup=ctx.cleanup(),
-            deletes_only_retracted=self.key_columns is None,
+            deletes_only_retracted=keys is None,
+            delete_rest=rest,
         )
 
     def strategies(self) -> dict[str, str]:

@@ -573,6 +573,9 @@ def _maintain(
     if result.rows_deleted or (result.rows_inserted and not maintenance.deletes_only_retracted):
         row = apply_statement(con, maintenance.delete).fetchone()
         deleted = int(row[0]) if row else 0
+        if deleted < result.rows_deleted and maintenance.delete_rest:
+            row = apply_statement(con, maintenance.delete_rest).fetchone()
+            deleted += int(row[0]) if row else 0
         if deleted != result.rows_deleted:
             raise UnmatchedRetractions(
                 f"it found {deleted} of the {result.rows_deleted} rows its maintenance "
