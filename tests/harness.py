@@ -120,3 +120,12 @@ def maintain_through(con: duckdb.DuckDBPyConnection, views: dict[str, str], wind
             result = model.refresh()
             assert maintained(result), result.summary()
             model.assert_consistent()
+
+
+def expire_before(con, snapshot_id: int, catalog: str = "lake") -> None:
+    """Expire every snapshot of ``catalog`` older than ``snapshot_id``."""
+    (versions,) = con.execute(
+        f"SELECT list(snapshot_id) FROM ducklake_snapshots('{catalog}') "
+        f"WHERE snapshot_id < {int(snapshot_id)}"
+    ).fetchone()
+    con.execute(f"CALL ducklake_expire_snapshots('{catalog}', versions => {versions})")

@@ -22,7 +22,7 @@ from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
 from dbt_duckstream.runtime.runlog import PastRun
 
-from .harness import Model
+from .harness import Model, expire_before
 from .scenarios import flush_inlined_data
 
 SQL = "SELECT k, sum(v) AS total, count(*) AS n FROM t GROUP BY k"
@@ -183,10 +183,11 @@ def test_expired_snapshots_behind_the_cursor_rebuild(model, lake):
 
 
 def test_expired_snapshots_without_changes_to_the_sources_cost_no_rebuild(model, lake):
+    committed = snapshot(lake)  # the model's last run
     for i in range(3):
         lake.execute(f"INSERT INTO other VALUES ({i})")  # not a source of the model
     lake.execute("CALL ducklake_merge_adjacent_files('lake')")
-    lake.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    expire_before(lake, committed)  # the cursor's snapshot expires, the run's commit stays
     before = snapshot(lake)
     result = model.refresh()
     assert result.strategy == "unchanged" and "expired" in result.reason
@@ -196,6 +197,23 @@ def test_expired_snapshots_without_changes_to_the_sources_cost_no_rebuild(model,
     lake.execute("INSERT INTO t VALUES (1, 1)")
     assert model.refresh().strategy == "incremental"
     model.assert_consistent()
+
+
+def test_expired_snapshots_that_may_hide_writes_into_the_model_rebuild(model, lake):
+    """With the cursor's snapshot expired, the snapshots since the model's last run must show
+    that nothing but its runs wrote its tables: a write into the model after the expiry, or
+    the expiry of the run's own commit (what came after it is gone), rebuilds."""
+    lake.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    lake.execute("INSERT INTO m SELECT * FROM m LIMIT 1")
+    result = model.refresh()
+    assert result.strategy == "rebuild" and "expired" in result.reason, result.reason
+    model.assert_consistent()
+    lake.execute("INSERT INTO other VALUES (1)")
+    lake.execute("CALL ducklake_expire_snapshots('lake', older_than => now())")
+    result = model.refresh()
+    assert result.strategy == "rebuild" and "expired" in result.reason, result.reason
+    model.assert_consistent()
+    assert model.refresh().strategy == "unchanged"
 
 
 def test_changed_model_sql_rebuilds(model, lake):

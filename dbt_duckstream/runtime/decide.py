@@ -53,7 +53,7 @@ from ..compiler.operators import (
     Window,
 )
 from ..errors import ConfigurationError
-from ..sql import TableRef
+from ..sql import BUILTIN, TableRef
 from .counts import CountRead, counts_at
 from .key_ranges import NarrowedRead, narrowed_rows
 from .lake import (
@@ -64,11 +64,12 @@ from .lake import (
     read_columns,
     snapshot_changes,
     snapshot_exists,
+    snapshots_present,
     uses_deletion_vectors,
 )
 from .live_rows import CountAt, live_row_counts
 from .near_reads import NearRead, near_reads, near_rows, reads_changed, rows_read
-from .runlog import Cursor, Entry, PastRun, is_own_commit
+from .runlog import Cursor, Entry, PastRun, is_own_commit, labelled
 from .window_rows import window_rows
 
 #: rebuild when the estimated maintenance work exceeds this share of a rebuild's
@@ -260,16 +261,21 @@ class Situation:
             for source in sources:
                 if self.ids[source.key] != self.cursors[source.key].table_id:
                     return WindowChanges(broken=f"source {source.key} was dropped or recreated")
+            mine = {tid: t for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
             if not snapshot_exists(self.con, catalog, old):
                 if not all(self._unchanged_since(s, old, new) for s in sources):
                     return WindowChanges(
                         broken=f"snapshot {old} of {catalog} expired behind the cursor"
                     )
+                if not self._untouched_since_last_run(catalog, old, new, set(mine)):
+                    return WindowChanges(
+                        broken=f"snapshot {old} of {catalog} expired behind the cursor, and "
+                        "with it what wrote the model's tables since its last run"
+                    )
                 expired.add(catalog)
                 continue
             source_tables = {tid: s for s in sources if (tid := self.ids[s.key]) is not None}
             by_id = {tid: s.key for tid, s in source_tables.items()}
-            mine = {tid: t for t in own if t.catalog == catalog and (tid := self.ids.get(t.key))}
             tables = source_tables | mine  # ids are unique within one catalog
             window_changes = snapshot_changes(self.con, catalog, old, new, set(tables))
             for change in window_changes:
@@ -357,6 +363,25 @@ class Situation:
             if source.key not in recorded or source in moved:
                 spans[source.key] = (self.window[source.catalog][0], spans[source.key][1])
         return spans, None
+
+    def _untouched_since_last_run(self, catalog: str, old: int, new: int, mine: set[int]) -> bool:
+        """Whether, the cursor's snapshot ``old`` having expired, the model's tables (``mine``)
+        provably hold what its last run wrote: every snapshot after that run's commit is
+        still there, and none of those after ``old`` wrote them but the model's own runs
+        (compactions and alterations aside). A write into the model between the expiry and
+        this run was otherwise taken as no change, and the cursor moved past it."""
+        meta = metadata_catalog(catalog)
+        row = self.con.execute(
+            f"SELECT {BUILTIN}.max(snapshot_id) FROM {meta}.ducklake_snapshot_changes "
+            f"WHERE {labelled(self.plan.target)} AND snapshot_id <= {int(new)}"
+        ).fetchone()
+        committed = row[0] if row else None
+        if committed is None or not snapshots_present(self.con, catalog, committed, new):
+            return False
+        return all(
+            change.kind in COMPACTIONS | ALTERATIONS or is_own_commit(change, self.plan.target)
+            for change in snapshot_changes(self.con, catalog, old, new, mine)
+        )
 
     def _unchanged_since(self, source: TableRef, old: int, new: int) -> bool:
         """Whether a source's rows at ``new`` are exactly its rows at the (expired) snapshot

@@ -243,6 +243,18 @@ def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int)
     return bool(row and row[0])
 
 
+def snapshots_present(con: duckdb.DuckDBPyConnection, catalog: str, after: int, upto: int) -> bool:
+    """Whether every snapshot in ``(after, upto]`` is still there (none expired)."""
+    row = con.execute(
+        inlined(
+            f"SELECT count(*) FROM {metadata_catalog(catalog)}.ducklake_snapshot "
+            "WHERE snapshot_id > ? AND snapshot_id <= ?",
+            [after, upto],
+        )
+    ).fetchone()
+    return row is not None and row[0] == upto - after
+
+
 def table_id(con: duckdb.DuckDBPyConnection, table: TableRef) -> int | None:
     """The current DuckLake id of a table: a new id means the table was recreated."""
     return table_ids(con, [table])[table.key]

@@ -40,7 +40,7 @@ from ..compiler import PLAN_FORMAT, STATE_PREFIX, IVMPlan
 from ..sql import BUILTIN, TableRef, bare_statement, inlined
 from . import runlog
 from .decide import ALTERATIONS, COMPACTIONS, ROW_CHANGES
-from .lake import SnapshotChange, metadata_catalog, snapshot_changes
+from .lake import SnapshotChange, metadata_catalog, snapshot_changes, snapshots_present
 
 REASON = "no source changed"
 
@@ -152,7 +152,7 @@ def _known_unchanged(
         return None
     since = min(info.cursor, info.described)
     own = _own_tables(con, target, committed)
-    if own is None or not _all_present(con, meta, since, now):
+    if own is None or not snapshots_present(con, target.catalog, since, now):
         return None
     tables, log = own
     sources = set(info.sources)
@@ -175,18 +175,6 @@ def _benign(change: SnapshotChange, info: CommitInfo, sources: set[int], log: in
     if change.table_id == log:
         return not after or change.author == runlog.AUTHOR
     return not after or change.kind in ALTERATIONS
-
-
-def _all_present(con: duckdb.DuckDBPyConnection, meta: str, after: int, upto: int) -> bool:
-    """Whether every snapshot in ``(after, upto]`` is still there (none expired)."""
-    row = con.execute(
-        inlined(
-            f"SELECT count(*) FROM {meta}.ducklake_snapshot "
-            "WHERE snapshot_id > ? AND snapshot_id <= ?",
-            [after, upto],
-        )
-    ).fetchone()
-    return row is not None and row[0] == upto - after
 
 
 def _own_tables(
