@@ -57,13 +57,19 @@ def fresh_lake(catalog: str | None = None) -> Iterator[duckdb.DuckDBPyConnection
 #: ids, which later transactions hand out again), and the change feed cannot tell them apart
 #: (``compiler/operators/scan.py``); the table must still equal its recomputation
 AMBIGUOUS_ROWIDS_REBUILD = "has two live rows under one row id"
+#: the other: a window holding a rewrite of a source's files and a flush of its inlined data
+#: after it, which leaves the snapshots before the rewrite unreadable (``decide``)
+REWRITTEN_HISTORY_REBUILD = "duckdb/ducklake#1406"
 
 
 def maintained(result: RunResult) -> bool:
-    """Whether a run maintained the model (or found nothing to do), or took the rebuild that
-    DuckLake's shared row ids force."""
+    """Whether a run maintained the model (or found nothing to do), or took a rebuild that
+    DuckLake forces (shared row ids, a rewritten history)."""
     if result.strategy == "rebuild":
-        return AMBIGUOUS_ROWIDS_REBUILD in result.reason
+        return any(
+            reason in result.reason
+            for reason in (AMBIGUOUS_ROWIDS_REBUILD, REWRITTEN_HISTORY_REBUILD)
+        )
     return result.strategy in ("incremental", "unchanged")
 
 

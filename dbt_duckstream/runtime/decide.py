@@ -3,7 +3,7 @@
 The triggers are tried in the order of ``TRIGGERS``; the first that applies decides:
 
     first run -> full refresh -> model SQL changed -> change feed unusable (a source
-    recreated, snapshots expired, deletion vectors) -> columns the model reads changed ->
+    recreated, snapshots expired, deletion vectors, a rewrite then a flush) -> columns the model reads changed ->
     the model's tables written by someone else -> nothing changed -> maintenance would cost
     more than a rebuild -> state missing -> changes dated before the cursor -> maintain
 
@@ -159,6 +159,11 @@ LARGE_TABLE_ROWS = 1_000_000
 
 #: snapshot change kinds that rewrite a table's storage without changing its rows
 COMPACTIONS = frozenset({"compacted_table", "merge_adjacent", "rewrite_delete", "inline_flush"})
+#: a rewrite of a table's files without their deleted rows (``ducklake_rewrite_data_files``),
+#: and a flush of its inlined rows and deletions to files: a flush after a rewrite dates the
+#: delete files it writes back, onto the files the rewrite retired, and time travel to any
+#: snapshot before the rewrite then reads wrong rows (duckdb/ducklake#1406, DuckLake d8a1881e)
+REWRITE, FLUSH = "rewrite_delete", "inline_flush"
 #: kinds that change a table's columns or comment, not its rows
 ALTERATIONS = frozenset({"altered_table", "created_table"})
 #: kinds that change a table's rows; any other kind (a compaction, a rewrite, a flush of
@@ -303,6 +308,14 @@ class Situation:
                     reorganized.add(by_id[change.table_id])
                 if change.table_id in by_id and change.kind not in INSERTIONS | ALTERATIONS:
                     ending.add(by_id[change.table_id])
+            rewritten = rewritten_history(window_changes, set(by_id))
+            if rewritten is not None and spans:
+                table_id, rewrite, flush = rewritten
+                return WindowChanges(
+                    broken=f"source {by_id[table_id]} was rewritten in snapshot {rewrite} and "
+                    f"its inlined data flushed in snapshot {flush}, after which DuckLake reads "
+                    "the snapshots before the rewrite wrongly (duckdb/ducklake#1406)"
+                )
             touched = {tid for tid, key in by_id.items() if key in spans}
             if uses_deletion_vectors(self.con, catalog, touched):
                 return WindowChanges(
@@ -431,6 +444,25 @@ class Situation:
         )
         past = self.last.past if self.last is not None else ()
         return replace(found, correction=learned_correction(past))
+
+
+def rewritten_history(
+    changes: Sequence[SnapshotChange], tables: set[int]
+) -> tuple[int, int, int] | None:
+    """A table (id) whose files were rewritten and whose inlined data was flushed after, with
+    both snapshots: time travel to a snapshot before the rewrite is wrong from then on
+    (``REWRITE``), so a window starting there cannot be maintained."""
+    for rewrite in changes:
+        if rewrite.kind != REWRITE or rewrite.table_id not in tables:
+            continue
+        for flush in changes:
+            if (
+                flush.kind == FLUSH
+                and flush.table_id == rewrite.table_id
+                and flush.snapshot_id > rewrite.snapshot_id
+            ):
+                return rewrite.table_id, rewrite.snapshot_id, flush.snapshot_id
+    return None
 
 
 def _flushes_deletions(
