@@ -3,9 +3,10 @@
 The triggers are tried in the order of ``TRIGGERS``; the first that applies decides:
 
     first run -> full refresh -> model SQL changed -> change feed unusable (a source
-    recreated, snapshots expired, deletion vectors, a rewrite then a flush) -> columns the model reads changed ->
-    the model's tables written by someone else -> nothing changed -> maintenance would cost
-    more than a rebuild -> state missing -> changes dated before the cursor -> maintain
+    recreated, snapshots expired, deletion vectors, a rewrite then a flush) -> columns the
+    model reads changed -> the model's tables written by someone else -> nothing changed ->
+    maintenance would cost more than a rebuild -> state missing -> changes dated before the
+    cursor -> maintain
 
 Everything is read from DuckLake's catalog metadata, and no data (deleted rows below excepted).
 The cost choice weighs what maintenance reads and writes against what a rebuild does
