@@ -151,6 +151,25 @@ def test_a_window_that_only_inserted_reads_no_ended_rows(lake, models, monkeypat
         sums.assert_consistent()
 
 
+def test_a_window_that_only_inserted_is_kept_unnetted_and_netted_by_each_reader(lake, models):
+    """No row of such a window can cancel, so its entry keeps duplicates apart (netting them
+    would group by every column); each model projects and nets what it reads."""
+    tid = table_id(lake, T)
+    assert tid is not None
+    lake.execute("INSERT INTO t VALUES (3, 1, 'c', 4.0), (3, 1, 'c', 4.0), (4, 1, 'c', NULL)")
+    lake.execute("INSERT INTO t VALUES (3, 1, 'c', 4.0), (NULL, NULL, NULL, NULL)")
+    for model in models.values():
+        model.refresh()
+    names = [name for name, entry in feeds._registry(lake).items() if entry.table_id == tid]
+    assert len(names) == 2  # the first model's columns, then every column
+    for name in names:
+        rows = lake.execute(f"SELECT count(*), max(_ivm_m) FROM {feeds._relation(name)}")
+        assert rows.fetchone() == (5, 1)
+    for model in models.values():
+        model.assert_consistent()
+    assert lake.execute("SELECT n FROM names WHERE g = 'c'").fetchone() == (4,)
+
+
 def test_ended_rows_come_from_their_files_or_visibly_by_time_travel(lake, models, tmp_path):
     """Deleted and updated rows are read at their positions in the data files; a layout the
     reader does not handle (here an encrypted lake) reads them by time travel and says so."""

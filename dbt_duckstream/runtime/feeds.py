@@ -189,6 +189,9 @@ def _delta_sql(
         reorganized=request.reorganized,
         appended=request.appended,
         ended_rows=ended,
+        # every reader of an entry projects and nets it (``Scan``): netting the rows of a
+        # window that only inserted (no row can cancel) would cost a grouping by every column
+        netted=False,
     )
     return sql, time_travel
 

@@ -144,14 +144,23 @@ def source_delta_sql(
     reorganized: bool = False,
     appended: bool = False,
     ended_rows: str | None = None,
+    netted: bool = True,
 ) -> str:
     """The netted delta of ``read`` columns of ``table`` over ``window`` (see the module);
     ``reorganized``: a rewrite, compaction or flush of the table's files falls in the window;
     ``appended``: the window only inserted into the table, so no row version ended in it;
     ``ended_rows``: a query of the row versions that ended in the window (``read`` and ``rowid``,
     as ``runtime.preimages`` reads them from the files that hold them), in place of the old
-    snapshot's rows under the rowids the feed reports deleted."""
+    snapshot's rows under the rowids the feed reports deleted; ``netted=False``: a window that
+    only inserted may keep duplicate rows apart, each with multiplicity 1, for a reader that
+    projects and nets the rows itself (the shared feed cache, whose every reader does)."""
     old, new = window
+    if appended and not netted and not (hides_snapshot_id or reorganized):
+        select = column_list(read) if read else f"TRUE AS {ROW_MARKER}"
+        return (
+            f"SELECT {select}, 1::BIGINT AS {MULT} "
+            f"FROM {table.sql()} AT (VERSION => {new}) WHERE snapshot_id > {old}"
+        )
     arguments = ", ".join(literal(p) for p in (table.catalog, table.schema, table.name))
 
     def rowids(function: str) -> str:
