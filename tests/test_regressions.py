@@ -543,8 +543,12 @@ def test_a_window_holding_a_rewrite_and_then_a_flush_rebuilds(lake):
     lake.execute("UPDATE t SET v = 'u' WHERE k = 7")
     lake.execute("COMMIT")
     lake.execute("DELETE FROM t WHERE k = 1")  # an inlined deletion of that file's row
+    lake.execute("CREATE TABLE s (k INTEGER)")
+    lake.execute("INSERT INTO s VALUES (7)")
     model = Model(lake, "pairs", "SELECT a.k, b.v FROM t a JOIN t b ON a.k = b.k")
+    other = Model(lake, "with_s", "SELECT s.k, t.v FROM s JOIN t ON s.k = t.k")
     model.refresh()
+    other.refresh()
     lake.execute("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)")
     lake.execute("INSERT INTO t SELECT i % 8, 'x' FROM range(27) r(i)")
     lake.execute("CALL ducklake_flush_inlined_data('lake')")
@@ -553,3 +557,13 @@ def test_a_window_holding_a_rewrite_and_then_a_flush_rebuilds(lake):
     assert result.strategy == "rebuild"
     assert "duckdb/ducklake#1406" in result.reason
     model.assert_consistent()
+    # a window in which only another source changed reads the rewritten one as it was too
+    lake.execute("INSERT INTO t VALUES (7, 'y')")  # inlined
+    lake.execute("DELETE FROM t WHERE k = 3")  # an inlined deletion of file rows
+    other.refresh()
+    lake.execute("CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)")
+    lake.execute("CALL ducklake_flush_inlined_data('lake')")
+    lake.execute("INSERT INTO s VALUES (3)")
+    result = other.refresh()
+    assert "duckdb/ducklake#1406" in result.reason, result.reason
+    other.assert_consistent()

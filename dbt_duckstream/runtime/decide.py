@@ -259,6 +259,8 @@ class Situation:
         reorganized: set[str] = set()
         ending: set[str] = set()
         listed: dict[str, int] = {}
+        #: a source whose old snapshot the maintenance would read cannot be read right
+        rewritten: str | None = None
         own = {self.plan.target, *self.plan.state_tables}
         for catalog, (old, new) in self.window.items():
             if old == new:
@@ -309,13 +311,13 @@ class Situation:
                     reorganized.add(by_id[change.table_id])
                 if change.table_id in by_id and change.kind not in INSERTIONS | ALTERATIONS:
                     ending.add(by_id[change.table_id])
-            rewritten = rewritten_history(window_changes, set(by_id))
-            if rewritten is not None and spans:
-                table_id, rewrite, flush = rewritten
-                return WindowChanges(
-                    broken=f"source {by_id[table_id]} was rewritten in snapshot {rewrite} and "
-                    f"its inlined data flushed in snapshot {flush}, after which DuckLake reads "
-                    "the snapshots before the rewrite wrongly (duckdb/ducklake#1406)"
+            found = rewritten_history(window_changes, set(by_id))
+            if found is not None and rewritten is None:
+                table_id, rewrite, flush = found
+                rewritten = (
+                    f"source {by_id[table_id]} was rewritten in snapshot {rewrite} and its "
+                    f"inlined data flushed in snapshot {flush}, after which DuckLake reads the "
+                    "snapshots before the rewrite wrongly (duckdb/ducklake#1406)"
                 )
             touched = {tid for tid, key in by_id.items() if key in spans}
             if uses_deletion_vectors(self.con, catalog, touched):
@@ -323,6 +325,8 @@ class Situation:
                     broken=f"a source in {catalog} writes deletion vectors, in which DuckLake "
                     "does not record which snapshot deleted a row"
                 )
+        if rewritten is not None and spans:  # with no change, nothing is read
+            return WindowChanges(broken=rewritten)
         return WindowChanges(
             spans,
             frozenset(altered),

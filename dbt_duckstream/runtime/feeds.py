@@ -1,11 +1,15 @@
 """A source's change over a snapshot window, read once and shared by every model of a run.
 
-Snapshots are immutable, so the netted delta of (lake, table id, window, columns) never
-changes: the first model that needs it reads it into a table of an in-memory database that
-every connection of the DuckDB instance sees (every thread of a ``dbt run``), and later models
+Snapshots are immutable, so the delta of (lake, table id, window, columns) never changes: the
+first model that needs it reads it into a table of an in-memory database that every
+connection of the DuckDB instance sees (every thread of a ``dbt run``), and later models
 project it. The registry of those tables is kept in Python, per instance (a token in the
 cache database tells instances apart): a statement on a table, outside a transaction and
 with a DuckLake as the default database, costs a DuckLake snapshot read, about 1 ms.
+
+An entry of a window that only inserted keeps its rows unnetted, each with multiplicity 1: no
+row can cancel there, and every reader projects and nets what it reads (``Scan``), so grouping
+by every column would only merge duplicates (8 of 44 ms for 60k lineitem rows).
 
 An entry serves any request for a subset of its columns; a request for columns it lacks
 reads the window again with every column the table had throughout it, once. Entries live
