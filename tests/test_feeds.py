@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from dbt_duckstream import prepare, refresh
 from dbt_duckstream.runtime import feeds
 from dbt_duckstream.runtime.feeds import FeedRequest, cached_entries, held, shared_feed
 from dbt_duckstream.runtime.lake import attach_lake, current_snapshot, table_id
 from dbt_duckstream.sql import TableRef
 
-from .harness import Model
+from .harness import Model, assert_consistent
 
 T = TableRef("lake", "main", "t")
 
@@ -41,12 +42,11 @@ def test_models_of_a_run_share_one_read_per_window(lake, models):
     lake.execute("UPDATE t SET v = v * 2 WHERE k = 2")
     old = current_snapshot(lake, "lake") - 2
     models["sums"].refresh()
-    models["rows"].refresh()  # k, v: inside the first read's columns
-    assert entries_for(lake, tid) == [(old, old + 2, ["k", "v"])]
-    models["names"].refresh()  # g: not read yet, so the window is read once more, whole
-    assert entries_for(lake, tid)[-1] == (old, old + 2, ["id", "k", "g", "v"])
-    models["ids"].refresh()
-    assert len(entries_for(lake, tid)) == 2  # id: served by the whole read
+    # the first read takes what the other models of the log read too (id, g)
+    assert entries_for(lake, tid) == [(old, old + 2, ["k", "v", "id", "g"])]
+    for name in ("rows", "names", "ids"):
+        models[name].refresh()
+    assert len(entries_for(lake, tid)) == 1
     for model in models.values():
         model.assert_consistent()
 
@@ -55,6 +55,31 @@ def test_models_of_a_run_share_one_read_per_window(lake, models):
     models["sums"].refresh()
     assert entries_for(lake, tid)[-1][:2] == (deleted - 1, deleted)
     models["sums"].assert_consistent()
+
+
+def test_a_model_of_another_run_log_reads_its_columns_once_more(lake, models):
+    """The first read knows what the models of its own schema's run log read; a model of
+    another schema asking for a column none of them reads makes the window be read again,
+    with every column, once."""
+    tid = table_id(lake, T)
+    assert tid is not None
+    lake.execute("CREATE TABLE u (a INTEGER, b VARCHAR, c INTEGER)")
+    lake.execute("INSERT INTO u VALUES (1, 'x', 1)")
+    lake.execute("CREATE SCHEMA other")
+    mine = Model(lake, "per_a", "SELECT a, count(*) AS n FROM u GROUP BY a")
+    theirs_sql = "SELECT b, sum(c) AS s FROM u GROUP BY b"
+    theirs = prepare(lake, theirs_sql, "lake.other.per_b", catalog="lake", db="main")
+    mine.refresh()
+    refresh(lake, theirs)
+    uid = table_id(lake, TableRef("lake", "main", "u"))
+    lake.execute("INSERT INTO u VALUES (2, 'y', 2)")
+    new = current_snapshot(lake, "lake")
+    mine.refresh()
+    assert entries_for(lake, uid) == [(new - 1, new, ["a"])]
+    refresh(lake, theirs)
+    assert entries_for(lake, uid)[-1] == (new - 1, new, ["a", "b", "c"])
+    mine.assert_consistent()
+    assert_consistent(lake, "lake.other.per_b", theirs_sql)
 
 
 def test_other_lakes_and_tables_are_never_served(lake, models, tmp_path):
@@ -151,6 +176,19 @@ def test_a_window_that_only_inserted_reads_no_ended_rows(lake, models, monkeypat
         sums.assert_consistent()
 
 
+def test_a_first_read_takes_no_column_dropped_or_renamed_since_the_others_read_it(lake, models):
+    tid = table_id(lake, T)
+    assert tid is not None
+    lake.execute("ALTER TABLE t RENAME COLUMN g TO g2")  # read by "names": its runs rebuild
+    lake.execute("ALTER TABLE t DROP COLUMN id")  # read by "ids"
+    lake.execute("ALTER TABLE t ADD COLUMN id INTEGER")  # another column under that name
+    lake.execute("INSERT INTO t VALUES (3, 'c', 4.0, 9)")
+    new = current_snapshot(lake, "lake")
+    models["sums"].refresh()
+    assert entries_for(lake, tid)[-1] == (new - 1, new, ["k", "v"])
+    models["sums"].assert_consistent()
+
+
 def test_a_window_that_only_inserted_is_kept_unnetted_and_netted_by_each_reader(lake, models):
     """No row of such a window can cancel, so its entry keeps duplicates apart (netting them
     would group by every column); each model projects and nets what it reads."""
@@ -161,7 +199,7 @@ def test_a_window_that_only_inserted_is_kept_unnetted_and_netted_by_each_reader(
     for model in models.values():
         model.refresh()
     names = [name for name, entry in feeds._registry(lake).items() if entry.table_id == tid]
-    assert len(names) == 2  # the first model's columns, then every column
+    assert len(names) == 1  # the first read takes what every model of the log reads
     for name in names:
         rows = lake.execute(f"SELECT count(*), max(_ivm_m) FROM {feeds._relation(name)}")
         assert rows.fetchone() == (5, 1)

@@ -73,6 +73,10 @@ class FeedRequest:
     reorganized: bool = False
     #: the window only inserted into the table (the delta ends no row)
     appended: bool = False
+    #: what the other models of the run log last read from the table (``Cursor.columns``):
+    #: the first read of a window takes those columns too, so that the models after it in
+    #: the invocation find theirs in its entry
+    read_by_others: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,9 @@ def shared_feed(
     try:
         # a second model wanting other columns: read every column the table had throughout
         columns = (
-            _lasting_columns(con, request.source.catalog, request.table_id, *request.window)
+            tuple(name for _, name in _lasting_columns(con, request))
             if same
-            else request.columns
+            else _first_read_columns(con, request)
         )
         sql, time_travel = _delta_sql(con, request, columns)
         created = con.execute(f"CREATE TABLE {_relation(name)} AS {sql}").fetchone()
@@ -223,19 +227,36 @@ def _registry(con: duckdb.DuckDBPyConnection) -> dict[str, _Entry]:
         return _registries.setdefault(str(row[0]), {})
 
 
-def _lasting_columns(
-    con: duckdb.DuckDBPyConnection, catalog: str, table: int, old: int, new: int
-) -> tuple[str, ...]:
-    """The table's columns that existed, under the same name, at both ends of the window."""
+def _lasting_columns(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> list[tuple[int, str]]:
+    """The ids and names of the table's columns that existed, under the same name, at both
+    ends of the request's window."""
+    old, new = request.window
     rows = con.execute(
         inlined(
-            f"SELECT column_name FROM {metadata_catalog(catalog)}.ducklake_column "
-            "WHERE table_id = ? AND parent_column IS NULL AND begin_snapshot <= ? "
-            "AND (end_snapshot IS NULL OR end_snapshot > ?) ORDER BY column_order",
-            [table, old, new],
+            f"SELECT column_id, column_name FROM {metadata_catalog(request.source.catalog)}"
+            ".ducklake_column WHERE table_id = ? AND parent_column IS NULL "
+            "AND begin_snapshot <= ? AND (end_snapshot IS NULL OR end_snapshot > ?) "
+            "ORDER BY column_order",
+            [request.table_id, old, new],
         ),
     ).fetchall()
-    return tuple(r[0] for r in rows)
+    return [(int(cid), str(name)) for cid, name in rows]
+
+
+def _first_read_columns(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> tuple[str, ...]:
+    """The columns the first read of a window takes: the request's, and those the other models
+    of the run log read (``FeedRequest.read_by_others``) that the table had throughout the
+    window. A column is known by its id and name as the run log records them (``cid:name:type``
+    in ``lake.tables_columns``): a column dropped, or renamed, since is not read."""
+    if not request.read_by_others:
+        return request.columns
+    wanted = set(request.columns)
+    return request.columns + tuple(
+        name
+        for cid, name in _lasting_columns(con, request)
+        if name not in wanted
+        and any(f"{cid}:{name}:" in identity for identity in request.read_by_others)
+    )
 
 
 def _evict(con: duckdb.DuckDBPyConnection, registry: dict[str, _Entry]) -> None:

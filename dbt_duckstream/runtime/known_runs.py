@@ -106,3 +106,25 @@ def _unchanged(
     snapshots, own, foreign = row
     expected = [known.token] if known.token is not None else []
     return snapshots == pinned - known.as_of and list(own or []) == expected and not foreign
+
+
+def columns_read(lake: str, log_id: int, source: str, table_id: int) -> tuple[str, ...]:
+    """What the models of one run log, as this process knows their latest runs, read from a
+    source table (``Cursor.columns`` of each, distinct): the columns a first read of its
+    change feed may take for the models that follow it (``feeds``)."""
+    with _lock:
+        entries = [
+            known.entry
+            for (known_lake, known_log, _), known in _known.items()
+            if known_lake == lake and known_log == log_id and known.entry is not None
+        ]
+    return tuple(
+        sorted(
+            {
+                cursor.columns
+                for entry in entries
+                for cursor in entry.cursors
+                if cursor.source == source and cursor.table_id == table_id and cursor.columns
+            }
+        )
+    )

@@ -306,9 +306,16 @@ def _feed_requests(
     if decision.strategy is not Strategy.INCREMENTAL:
         return {}
     requests = {}
+    log_id = situation.ids.get(runlog.log_table(plan.target).key)
+    lake = situation.lakes.get(plan.target.catalog)
     for source in plan.sources:
         tid = situation.ids[source.key]
         if source.key in decision.changed and tid is not None:
+            others = (
+                known_runs.columns_read(lake, log_id, source.key, tid)
+                if lake is not None and log_id is not None
+                else ()
+            )
             requests[source.key] = FeedRequest(
                 source,
                 tid,
@@ -317,6 +324,7 @@ def _feed_requests(
                 plan.hides_snapshot_id(source.key),
                 source.key in decision.reorganized,
                 source.key in decision.appended,
+                others,
             )
     return requests
 
