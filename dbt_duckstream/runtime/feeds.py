@@ -11,8 +11,12 @@ An entry of a window that only inserted keeps its rows unnetted, each with multi
 row can cancel there, and every reader projects and nets what it reads (``Scan``), so grouping
 by every column would only merge duplicates (8 of 44 ms for 60k lineitem rows).
 
-An entry serves any request for a subset of its columns; a request for columns it lacks
-reads the window again with every column the table had throughout it, once. Entries live
+An entry serves any request for a subset of its columns. dbt runs one model at a time, so the
+first model to read a window cannot know what the next ones ask: it reads its own columns and
+those the other models of its run log last read from the table (``FeedRequest.read_by_others``,
+from the log the process already read), which the models of one invocation mostly are. A request
+for columns an entry lacks still reads the window again with every column the table had
+throughout it, once. Entries live
 as long as the process, within a memory budget (``DUCKSTREAM_FEED_CACHE_MB``, default 1024):
 the least recently used are dropped first.
 
