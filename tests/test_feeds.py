@@ -39,14 +39,28 @@ def test_models_of_a_run_share_one_read_per_window(lake, models):
     tid = table_id(lake, T)
     assert tid is not None
     lake.execute("INSERT INTO t VALUES (3, 1, 'c', 4.0)")
-    lake.execute("UPDATE t SET v = v * 2 WHERE k = 2")
+    lake.execute("INSERT INTO t VALUES (4, 2, 'd', 5.0)")
     old = current_snapshot(lake, "lake") - 2
     models["sums"].refresh()
-    # the first read takes what the other models of the log read too (id, g)
+    # the first read of a window that only inserted takes what the other models of the log
+    # read too (id, g)
     assert entries_for(lake, tid) == [(old, old + 2, ["k", "v", "id", "g"])]
     for name in ("rows", "names", "ids"):
         models[name].refresh()
     assert len(entries_for(lake, tid)) == 1
+    for model in models.values():
+        model.assert_consistent()
+
+    # one that ended rows reads the old values of its own columns first
+    lake.execute("UPDATE t SET v = v * 2 WHERE k = 2")
+    updated = current_snapshot(lake, "lake")
+    models["sums"].refresh()
+    models["rows"].refresh()  # k, v: inside the first read's columns
+    assert entries_for(lake, tid)[-1] == (updated - 1, updated, ["k", "v"])
+    models["names"].refresh()  # g: not read yet, so the window is read once more, whole
+    assert entries_for(lake, tid)[-1] == (updated - 1, updated, ["id", "k", "g", "v"])
+    models["ids"].refresh()
+    assert len(entries_for(lake, tid)) == 3  # id: served by the whole read
     for model in models.values():
         model.assert_consistent()
 

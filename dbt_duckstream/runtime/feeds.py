@@ -14,7 +14,8 @@ by every column would only merge duplicates (8 of 44 ms for 60k lineitem rows).
 An entry serves any request for a subset of its columns. dbt runs one model at a time, so the
 first model to read a window cannot know what the next ones ask: it reads its own columns and
 those the other models of its run log last read from the table (``FeedRequest.read_by_others``,
-from the log the process already read), which the models of one invocation mostly are. A request
+from the log the process already read), which the models of one invocation mostly are, when
+the window only inserted (its new rows are read from its new files alone). A request
 for columns an entry lacks still reads the window again with every column the table had
 throughout it, once. Entries live
 as long as the process, within a memory budget (``DUCKSTREAM_FEED_CACHE_MB``, default 1024):
@@ -248,11 +249,14 @@ def _lasting_columns(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> li
 
 
 def _first_read_columns(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> tuple[str, ...]:
-    """The columns the first read of a window takes: the request's, and those the other models
-    of the run log read (``FeedRequest.read_by_others``) that the table had throughout the
-    window. A column is known by its id and name as the run log records them (``cid:name:type``
-    in ``lake.tables_columns``): a column dropped, or renamed, since is not read."""
-    if not request.read_by_others:
+    """The columns the first read of a window takes: the request's, and, when the window only
+    inserted, those the other models of the run log read (``FeedRequest.read_by_others``) that
+    the table had throughout the window. A column is known by its id and name as the run log
+    records them (``cid:name:type`` in ``lake.tables_columns``): a column dropped, or renamed,
+    since is not read. The old values of deleted rows are read where they lie, a read per
+    column of every row group holding one (``preimages``): there the first model would pay
+    for columns that only models outside the invocation may ask for."""
+    if not request.read_by_others or not request.appended:
         return request.columns
     wanted = set(request.columns)
     return request.columns + tuple(
