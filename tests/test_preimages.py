@@ -6,7 +6,10 @@ reports for ``(old, new]``. Random histories mix inserts, deletes, updates, tran
 touch a row twice, MERGE INTO, inlining on and off, compaction, rewrites and flushes; every
 window of the history is checked both ways with EXCEPT ALL and exact counts, and so is the
 delta it makes with the plus side (``snapshot_id > old`` at ``new``): the table at ``old``
-minus the ended rows plus the new ones is the table at ``new``.
+minus the ended rows plus the new ones is the table at ``new``. A history's tables at its
+snapshots are the rows read live as it committed each (``record``), not time travel, which
+DuckLake gets wrong before a rewrite followed by a flush (``assert_time_travel_right`` checks
+it everywhere else).
 """
 
 from __future__ import annotations
