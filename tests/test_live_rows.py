@@ -11,8 +11,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from dbt_duckstream.runtime.decide import rewritten_history
-from dbt_duckstream.runtime.lake import snapshot_changes
+from dbt_duckstream.runtime.lake import rewritten_history, snapshot_changes
 from dbt_duckstream.runtime.live_rows import CountAt, _from_metadata, live_row_counts
 from dbt_duckstream.sql import TableRef
 
@@ -39,7 +38,7 @@ def live_then(con, snapshot: int) -> int:
 
 def assert_counts(con, points: list[int]) -> None:
     """Counts from the metadata and by time travel equal the rows live then, at every snapshot
-    that no rewrite followed by a flush makes unreadable (``decide.rewritten_history``)."""
+    that no rewrite followed by a flush makes unreadable (``lake.rewritten_history``)."""
     tid = table_id(con)
     points = [
         s

@@ -27,8 +27,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbt_duckstream.runtime import preimages
-from dbt_duckstream.runtime.decide import rewritten_history
-from dbt_duckstream.runtime.lake import feed_safe_optimizers, load_extension, snapshot_changes
+from dbt_duckstream.runtime.lake import (
+    feed_safe_optimizers,
+    load_extension,
+    rewritten_history,
+    snapshot_changes,
+)
 from dbt_duckstream.runtime.preimages import ended_rows, ended_rows_sql
 from dbt_duckstream.sql import TableRef, quote
 
@@ -298,7 +302,7 @@ def assert_time_travel_right(con, points: list[int]) -> None:
     """What maintenance relies on when it reads a source at its cursor: time travel to a
     snapshot, with the optimizers that trust statistics off as maintenance has them
     (``lake.STATISTICS_OPTIMIZERS``), gives the rows that were live there, unless a rewrite
-    and a flush followed it (``decide.rewritten_history``: such windows rebuild)."""
+    and a flush followed it (``lake.rewritten_history``: such windows rebuild)."""
     (tid,) = con.execute("SELECT table_id FROM lake.table_info() WHERE table_name = 't'").fetchone()
     for snapshot in points:
         if rewritten_history(snapshot_changes(con, "lake", snapshot, points[-1], {tid}), {tid}):

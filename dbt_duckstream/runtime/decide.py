@@ -63,6 +63,7 @@ from .lake import (
     live_rows,
     metadata_catalog,
     read_columns,
+    rewritten_history,
     snapshot_changes,
     snapshot_exists,
     snapshots_present,
@@ -160,11 +161,6 @@ LARGE_TABLE_ROWS = 1_000_000
 
 #: snapshot change kinds that rewrite a table's storage without changing its rows
 COMPACTIONS = frozenset({"compacted_table", "merge_adjacent", "rewrite_delete", "inline_flush"})
-#: a rewrite of a table's files without their deleted rows (``ducklake_rewrite_data_files``),
-#: and a flush of its inlined rows and deletions to files: a flush after a rewrite dates the
-#: delete files it writes back, onto the files the rewrite retired, and time travel to any
-#: snapshot before the rewrite then reads wrong rows (duckdb/ducklake#1406, DuckLake d8a1881e)
-REWRITE, FLUSH = "rewrite_delete", "inline_flush"
 #: kinds that change a table's columns or comment, not its rows
 ALTERATIONS = frozenset({"altered_table", "created_table"})
 #: kinds that change a table's rows; any other kind (a compaction, a rewrite, a flush of
@@ -449,25 +445,6 @@ class Situation:
         )
         past = self.last.past if self.last is not None else ()
         return replace(found, correction=learned_correction(past))
-
-
-def rewritten_history(
-    changes: Sequence[SnapshotChange], tables: set[int]
-) -> tuple[int, int, int] | None:
-    """A table (id) whose files were rewritten and whose inlined data was flushed after, with
-    both snapshots: time travel to a snapshot before the rewrite is wrong from then on
-    (``REWRITE``), so a window starting there cannot be maintained."""
-    for rewrite in changes:
-        if rewrite.kind != REWRITE or rewrite.table_id not in tables:
-            continue
-        for flush in changes:
-            if (
-                flush.kind == FLUSH
-                and flush.table_id == rewrite.table_id
-                and flush.snapshot_id > rewrite.snapshot_id
-            ):
-                return rewrite.table_id, rewrite.snapshot_id, flush.snapshot_id
-    return None
 
 
 def _flushes_deletions(

@@ -345,6 +345,32 @@ def snapshot_changes(
     ]
 
 
+#: a rewrite of a table's files without their deleted rows (``ducklake_rewrite_data_files``),
+#: and a flush of its inlined rows and deletions to files: a flush after a rewrite dates the
+#: delete files it writes back, onto the files the rewrite retired, and time travel to any
+#: snapshot before the rewrite then reads wrong rows (duckdb/ducklake#1406, DuckLake d8a1881e)
+REWRITE, FLUSH = "rewrite_delete", "inline_flush"
+
+
+def rewritten_history(
+    changes: Sequence[SnapshotChange], tables: set[int]
+) -> tuple[int, int, int] | None:
+    """A table (id) whose files were rewritten and whose inlined data was flushed after, with
+    both snapshots: time travel to a snapshot before the rewrite is wrong from then on
+    (``REWRITE``), so a window starting there cannot be maintained, nor such a snapshot read."""
+    for rewrite in changes:
+        if rewrite.kind != REWRITE or rewrite.table_id not in tables:
+            continue
+        for flush in changes:
+            if (
+                flush.kind == FLUSH
+                and flush.table_id == rewrite.table_id
+                and flush.snapshot_id > rewrite.snapshot_id
+            ):
+                return rewrite.table_id, rewrite.snapshot_id, flush.snapshot_id
+    return None
+
+
 def read_columns(
     con: duckdb.DuckDBPyConnection,
     catalog: str,

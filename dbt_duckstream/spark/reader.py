@@ -2,6 +2,11 @@
 
 Listing a table's Parquet files would be wrong (deleted rows, inlined rows, renamed columns),
 so each partition asks DuckDB for a range of row ids at the snapshot pinned on the driver.
+
+Once the table's files are rewritten and its inlined data flushed after, DuckLake reads the
+snapshots before the rewrite wrongly (``lake.rewritten_history``): the driver refuses such a
+snapshot, and each partition checks again before it reads, since a compaction may commit
+while the job runs.
 """
 
 from __future__ import annotations
@@ -9,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import duckdb
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from ..errors import ConfigurationError
+from ..runtime.lake import rewritten_history, snapshot_changes, table_id
 from ..sql import quote
 from .options import ALIAS, LakeOptions
 
@@ -36,6 +44,8 @@ class DuckLakeReader(DataSourceReader):
                 self.snapshot = int(row[0])
             else:
                 self.snapshot = options.snapshot
+            self.table_id = table_id(con, options.table)
+            self._check_readable(con)
             bounds = con.execute(
                 f"SELECT min(rowid), max(rowid), count(*) FROM {self._source()}"
             ).fetchone()
@@ -50,6 +60,24 @@ class DuckLakeReader(DataSourceReader):
                 for start in range(int(low), int(high) + 1, step)
             ]
 
+    def _check_readable(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Refuse the pinned snapshot when a rewrite and a flush after it made DuckLake read
+        it wrongly."""
+        if self.table_id is None:
+            return
+        row = con.execute(f"SELECT id FROM {quote(ALIAS)}.current_snapshot()").fetchone()
+        assert row is not None
+        changes = snapshot_changes(con, ALIAS, self.snapshot, int(row[0]), {self.table_id})
+        found = rewritten_history(changes, {self.table_id})
+        if found is not None:
+            _, rewrite, flush = found
+            raise ConfigurationError(
+                f"snapshot {self.snapshot} of {self.options.table.key} cannot be read: the "
+                f"table's files were rewritten in snapshot {rewrite} and its inlined data "
+                f"flushed in snapshot {flush}, after which DuckLake reads the snapshots before "
+                f"the rewrite wrongly (duckdb/ducklake#1406); read snapshot {rewrite} or later"
+            )
+
     def _source(self) -> str:
         return f"{self.options.table.sql()} AT (VERSION => {self.snapshot})"
 
@@ -60,6 +88,8 @@ class DuckLakeReader(DataSourceReader):
         assert isinstance(partition, RowRange)
         columns = ", ".join(quote(c) for c in self.columns)
         with self.options.connect(read_only=True) as con:
+            con.execute("BEGIN TRANSACTION")  # the check and the read see one catalog state
+            self._check_readable(con)
             reader = con.execute(
                 f"SELECT {columns} FROM {self._source()} WHERE rowid BETWEEN ? AND ?",
                 [partition.first, partition.last],
