@@ -58,6 +58,8 @@ from ..sql import BUILTIN, TableRef
 from .counts import CountRead, counts_at
 from .key_ranges import NarrowedRead, narrowed_rows
 from .lake import (
+    FLUSH,
+    REWRITE,
     SnapshotChange,
     lake_identity,
     live_rows,
@@ -160,7 +162,7 @@ class Decision:
 LARGE_TABLE_ROWS = 1_000_000
 
 #: snapshot change kinds that rewrite a table's storage without changing its rows
-COMPACTIONS = frozenset({"compacted_table", "merge_adjacent", "rewrite_delete", "inline_flush"})
+COMPACTIONS = frozenset({"compacted_table", "merge_adjacent", REWRITE, FLUSH})
 #: kinds that change a table's columns or comment, not its rows
 ALTERATIONS = frozenset({"altered_table", "created_table"})
 #: kinds that change a table's rows; any other kind (a compaction, a rewrite, a flush of

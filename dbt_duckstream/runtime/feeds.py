@@ -15,11 +15,10 @@ An entry serves any request for a subset of its columns. dbt runs one model at a
 first model to read a window cannot know what the next ones ask: it reads its own columns and
 those the other models of its run log last read from the table (``FeedRequest.read_by_others``,
 from the log the process already read), which the models of one invocation mostly are, when
-the window only inserted (its new rows are read from its new files alone). A request
-for columns an entry lacks still reads the window again with every column the table had
-throughout it, once. Entries live
-as long as the process, within a memory budget (``DUCKSTREAM_FEED_CACHE_MB``, default 1024):
-the least recently used are dropped first.
+the window only inserted (its new rows are read from its new files alone). A request for
+columns an entry lacks still reads the window again with every column the table had
+throughout it, once. Entries live as long as the process, within a memory budget
+(``DUCKSTREAM_FEED_CACHE_MB``, default 1024): the least recently used are dropped first.
 
 DuckDB lets one transaction write to one attached database only, so entries are written before
 a run's own transaction begins; a run holds its entries (``held``) until it is done, and
