@@ -146,6 +146,48 @@ def test_a_column_the_model_does_not_read_changes_nothing(project: Project) -> N
     assert run.response("stg_payments")["code"] == "unchanged"
 
 
+def test_hooks_and_persist_docs_run_as_for_table(project: Project) -> None:
+    """Hooks run on every run, the first and an unchanged one, and docs are persisted."""
+    models = project.directory / "models" / "marts"
+    hooks = project.directory / "hooks"
+    hooks.mkdir()
+
+    def hook(name: str) -> str:
+        return f"COPY (SELECT 1 AS ran) TO '{hooks}/{name}_{{{{ invocation_id }}}}.csv'"
+
+    (models / "hooked.sql").write_text(
+        "{{ config(materialized='incremental_ivm', "
+        "persist_docs={'relation': true, 'columns': true}, "
+        f"pre_hook={hook('pre')!r}, post_hook={hook('post')!r}) }}}}\n"
+        "select id, status from {{ source('raw', 'orders') }}\n"
+    )
+    (models / "hooked.yml").write_text(
+        "version: 2\nmodels:\n  - name: hooked\n    description: Orders with hooks.\n"
+        "    columns:\n      - {name: status, description: Where the order stands.}\n"
+    )
+    try:
+        strategies = [
+            project.dbt("run", "-s", "hooked").response("hooked")["code"] for _ in range(2)
+        ]
+        with project.connect() as con:
+            (comment,) = con.execute(
+                "SELECT comment FROM duckdb_tables() WHERE database_name = 'lake' "
+                "AND schema_name = 'main' AND table_name = 'hooked'"
+            ).fetchone() or (None,)
+            (column,) = con.execute(
+                "SELECT comment FROM duckdb_columns() WHERE database_name = 'lake' "
+                "AND schema_name = 'main' AND table_name = 'hooked' AND column_name = 'status'"
+            ).fetchone() or (None,)
+            con.execute("DROP TABLE lake.main.hooked")
+    finally:
+        (models / "hooked.sql").unlink()
+        (models / "hooked.yml").unlink()
+    assert strategies == ["initial", "unchanged"]
+    assert len(list(hooks.glob("pre_*.csv"))) == 2
+    assert len(list(hooks.glob("post_*.csv"))) == 2
+    assert (comment, column) == ("Orders with hooks.", "Where the order stands.")
+
+
 def test_status_through_dbt(project: Project) -> None:
     operation = project.dbt("run-operation", "duckstream_status")
     for model in ("lake.main.stg_orders", "lake.main.revenue_by_region"):

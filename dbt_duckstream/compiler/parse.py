@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import cast
 
 import sqlglot
@@ -45,7 +46,7 @@ def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:
 def pinned_sql(sql: str, catalog: str, db: str, versions: dict[str, int]) -> str:
     """The model's SQL with each source in ``versions`` (by key) read at its snapshot there:
     the query as written, so that DuckDB plans it as it plans the model."""
-    statement = _tables_qualified(sql, catalog, db)
+    statement = _tables_qualified(sql, catalog, db).copy()
     for table, ref in _base_tables(statement, catalog):
         if ref.key in versions:
             table.set(
@@ -57,7 +58,10 @@ def pinned_sql(sql: str, catalog: str, db: str, versions: dict[str, int]) -> str
     return statement.sql(dialect="duckdb")
 
 
+@lru_cache(maxsize=256)
 def _tables_qualified(sql: str, catalog: str, db: str) -> exp.Expr:
+    """Shared by every caller with the same arguments (parsing and qualifying take a few ms,
+    and a run rebuilding for cost pins the SQL its plan was compiled from): copy to change."""
     return qualify(
         parse_sql(sql),
         catalog=catalog,

@@ -9,8 +9,12 @@
     {{ get_assert_columns_equivalent(compiled_code) }}
   {%- endif -%}
 
-  {{ run_hooks(pre_hooks, inside_transaction=False) }}
-  {{ run_hooks(pre_hooks, inside_transaction=True) }}
+  {#- guarded: a macro's first call in an invocation compiles its template (a few ms, paid by
+      the first model), and most models have no hooks and persist no docs -#}
+  {%- if pre_hooks -%}
+    {{ run_hooks(pre_hooks, inside_transaction=False) }}
+    {{ run_hooks(pre_hooks, inside_transaction=True) }}
+  {%- endif -%}
 
   {%- set result = dbt_duckstream.duckstream_call('duckstream_run', {
         'relation': dbt_duckstream.duckstream_relation(target_relation),
@@ -27,10 +31,16 @@
         rows_affected=result['rows_inserted'] + result['rows_deleted'],
       ) -%}
 
-  {{ run_hooks(post_hooks, inside_transaction=True) }}
-  {%- do persist_docs(target_relation, model) -%}
+  {%- if post_hooks -%}
+    {{ run_hooks(post_hooks, inside_transaction=True) }}
+  {%- endif -%}
+  {%- if config.persist_relation_docs() or config.persist_column_docs() -%}
+    {%- do persist_docs(target_relation, model) -%}
+  {%- endif -%}
   {{ adapter.commit() }}
-  {{ run_hooks(post_hooks, inside_transaction=False) }}
+  {%- if post_hooks -%}
+    {{ run_hooks(post_hooks, inside_transaction=False) }}
+  {%- endif -%}
 
   {{ return({'relations': [target_relation]}) }}
 {% endmaterialization %}
