@@ -461,10 +461,12 @@ def test_a_rebuild_chosen_for_cost_counts_only_the_sources_its_window_changed(
     counted: list[list[tuple[str, int]]] = []
 
     def recording(con, reads):
-        counted.append([(table.key, snapshot) for table, snapshot in reads])
+        if reads:
+            counted.append([(table.key, snapshot) for table, snapshot in reads])
         return lake_module.row_counts(con, reads)
 
     monkeypatch.setattr(runtime, "row_counts", recording)
+    monkeypatch.setattr(counts, "row_counts", recording)
     lake.execute("INSERT INTO t VALUES (2, 7), (3, 1)")
     result = joined.refresh(rebuild_above=0)
     assert (result.strategy, "cheaper than maintenance" in result.reason) == ("rebuild", True)
@@ -485,6 +487,50 @@ def test_a_rebuild_chosen_for_cost_counts_only_the_sources_its_window_changed(
     lake.execute("DELETE FROM t WHERE v = 7")
     assert joined.refresh().strategy == "incremental"
     joined.assert_consistent()
+
+
+def test_models_rebuilding_after_the_same_changes_share_the_count_at_their_pins(
+    model, lake, monkeypatch
+):
+    """A rebuild chosen for cost records a changed source's count at its pin: the count at
+    the last snapshot of its window that lists the source, which the next model rebuilding
+    after the same changes takes without counting, until a commit lists the source again."""
+    counted: list[list[tuple[str, int]]] = []
+
+    def recording(con, reads):
+        if reads:
+            counted.append([(table.key, snapshot) for table, snapshot in reads])
+        return lake_module.row_counts(con, reads)
+
+    monkeypatch.setattr(runtime, "row_counts", recording)
+    monkeypatch.setattr(counts, "row_counts", recording)
+    twin = Model(lake, "twin", "SELECT k, count(*) AS n FROM t GROUP BY k")
+    assert twin.refresh().strategy == "initial"
+    counted.clear()
+
+    def rebuilt(m: Model) -> int:
+        result = m.refresh(rebuild_above=0)
+        assert (result.strategy, "cheaper than maintenance" in result.reason) == ("rebuild", True)
+        entry = runlog.last(lake, m.plan.target)
+        assert entry is not None
+        (cursor,) = entry.cursors
+        (truth,) = lake_module.row_counts(lake, [(m.plan.sources[0], cursor.snapshot_id)])
+        assert cursor.rows == truth, "the cursor's count is the source's count at its pin"
+        m.assert_consistent()
+        return cursor.snapshot_id
+
+    lake.execute("INSERT INTO t VALUES (3, 1), (3, 2)")
+    first = rebuilt(model)
+    assert counted == [[("lake.main.t", first)]]
+    second = rebuilt(twin)
+    assert second > first and len(counted) == 1, "the twin counts t again"
+    lake.execute("DELETE FROM t WHERE k = 1")  # listed: both count again, once
+    assert rebuilt(model) != rebuilt(twin) and len(counted) == 2, counted
+    lake.execute("INSERT INTO t VALUES (4, 4)")
+    model.refresh(rebuild_above=1e9)  # maintained: its span check uses the rebuild's count
+    twin.refresh(rebuild_above=1e9)
+    model.assert_consistent()
+    twin.assert_consistent()
 
 
 def test_the_correction_weighs_measured_seconds_per_estimated_row():

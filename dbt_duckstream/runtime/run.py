@@ -24,6 +24,7 @@ from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
 from ..retry import LOGGER, ducklake_paths, retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, inlined, literal, quote
 from . import known_runs, runlog
+from .counts import CountRead, counts_at_pins
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
 from .inlining import exact_floats, holds_floats, restored, rounds_inlined_floats
@@ -446,11 +447,7 @@ def _record(
     rows = {s.key: kept_rows(s) for s in plan.sources}
     counted = [s for s in plan.sources if rows[s.key] is None]
     rows.update(
-        zip(
-            [s.key for s in counted],
-            row_counts(con, [(s, pinned[s.catalog]) for s in counted]),
-            strict=True,
-        )
+        _counts_at_pin(con, situation, counted, situation.changes.listed if windowed else {})
     )
     columns = {s.key: kept_columns(s, ids[s.key]) for s in plan.sources}
     for catalog in sorted({s.catalog for s in plan.sources}):
@@ -492,6 +489,34 @@ def _record(
     entry = replace(entry, run=(situation.last.run if situation.last else 0) + 1)
     runlog.append(con, plan.target, entry, run=entry.run)
     return entry
+
+
+def _counts_at_pin(
+    con: duckdb.DuckDBPyConnection,
+    situation: Situation,
+    sources: list[TableRef],
+    listed: dict[str, int],
+) -> dict[str, int]:
+    """The sources' row counts at the run's pin. A source its window changed (``listed``:
+    the window's last snapshot listing a change to it, by key) has the count it has there:
+    the models of a run that rebuild after the same changes share that count (``counts``)."""
+    pinned = situation.pinned
+    shared = [s for s in sources if s.key in listed and situation.ids.get(s.key) is not None]
+    alone = [s for s in sources if s not in shared]
+    reads = [
+        CountRead(
+            situation.lake(s.catalog),
+            s,
+            situation.ids[s.key] or 0,
+            listed[s.key],
+            pinned[s.catalog],
+            listed[s.key],
+        )
+        for s in shared
+    ]
+    counted = zip(shared, counts_at_pins(con, reads), strict=True)
+    scanned = zip(alone, row_counts(con, [(s, pinned[s.catalog]) for s in alone]), strict=True)
+    return {s.key: rows for s, rows in [*counted, *scanned]}
 
 
 def _label(
