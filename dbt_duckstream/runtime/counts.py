@@ -9,16 +9,17 @@ check looks for), and such a commit lists the table at its own snapshot: a count
 run pinned at ``p`` serves every later run whose window lists no change to the table after
 ``p``. Counts are kept per lake (``lake.lake_identity``), the most recently used first.
 
-A rebuild chosen for cost records each changed source's count at its pin with its cursor
-(``run._record``): the count at the last snapshot of its window that lists a change to the
-table, so the models of a run that rebuild after the same changes share it too.
+A run records each changed source's count at its pin with its cursor (``run._record``): the
+count at the last snapshot of its window that lists a change to the table, which the models
+of a run that rebuild after the same changes share too: counted by the first that needs it,
+or known without counting from a maintenance run's delta.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -73,6 +74,22 @@ def counts_at_pins(con: duckdb.DuckDBPyConnection, reads: Sequence[CountRead]) -
     )
 
 
+def remember(reads: Sequence[CountRead], counts: Sequence[int]) -> None:
+    """Keep counts a run knows without counting (its cursors' counts after maintenance: the
+    recorded count plus the net rows of the delta it read) for the later models of the
+    process (``counts_at_pins``)."""
+    with _lock:
+        _keep(zip(reads, counts, strict=True))
+
+
+def _keep(counted: Iterable[tuple[CountRead, int]]) -> None:
+    for read, rows in counted:
+        _known[read.key] = (rows, read.pinned)
+        _known.move_to_end(read.key)
+    while len(_known) > LIMIT:
+        _known.popitem(last=False)
+
+
 def _known_or_counted(
     reads: Sequence[CountRead], count: Callable[[list[CountRead]], list[int]]
 ) -> list[int]:
@@ -86,11 +103,7 @@ def _known_or_counted(
     missing = [i for i in range(len(reads)) if i not in found]
     if missing:
         counted = count([reads[i] for i in missing])
+        found |= dict(zip(missing, counted, strict=True))
         with _lock:
-            for i, rows in zip(missing, counted, strict=True):
-                found[i] = rows
-                _known[reads[i].key] = (rows, reads[i].pinned)
-                _known.move_to_end(reads[i].key)
-            while len(_known) > LIMIT:
-                _known.popitem(last=False)
+            _keep((reads[i], found[i]) for i in missing)
     return [found[i] for i in range(len(reads))]

@@ -24,7 +24,7 @@ from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
 from ..retry import LOGGER, ducklake_paths, retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, inlined, literal, quote
 from . import known_runs, runlog
-from .counts import CountRead, counts_at_pins
+from .counts import CountRead, counts_at_pins, remember
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
 from .inlining import exact_floats, holds_floats, restored, rounds_inlined_floats
@@ -444,11 +444,8 @@ def _record(
             return previous.columns
         return None
 
-    rows = {s.key: kept_rows(s) for s in plan.sources}
-    counted = [s for s in plan.sources if rows[s.key] is None]
-    rows.update(
-        _counts_at_pin(con, situation, counted, situation.changes.listed if windowed else {})
-    )
+    kept = {s.key: kept_rows(s) for s in plan.sources}
+    rows = _counts_at_pin(con, situation, kept, situation.changes.listed if windowed else {})
     columns = {s.key: kept_columns(s, ids[s.key]) for s in plan.sources}
     for catalog in sorted({s.catalog for s in plan.sources}):
         unknown = {
@@ -494,29 +491,33 @@ def _record(
 def _counts_at_pin(
     con: duckdb.DuckDBPyConnection,
     situation: Situation,
-    sources: list[TableRef],
+    known: dict[str, int | None],
     listed: dict[str, int],
 ) -> dict[str, int]:
-    """The sources' row counts at the run's pin. A source its window changed (``listed``:
-    the window's last snapshot listing a change to it, by key) has the count it has there:
-    the models of a run that rebuild after the same changes share that count (``counts``)."""
+    """The sources' row counts at the run's pin, ``known`` ones (by key) and the others
+    counted. A source its window changed (``listed``: the window's last snapshot listing a
+    change to it, by key) has the count it has there, which the models of a run share
+    (``counts``): known or counted by one, kept for the others."""
     pinned = situation.pinned
+    sources = [s for s in situation.plan.sources if s.key in known]
     shared = [s for s in sources if s.key in listed and situation.ids.get(s.key) is not None]
-    alone = [s for s in sources if s not in shared]
-    reads = [
-        CountRead(
-            situation.lake(s.catalog),
-            s,
-            situation.ids[s.key] or 0,
-            listed[s.key],
-            pinned[s.catalog],
-            listed[s.key],
+
+    def read(s: TableRef) -> CountRead:
+        at = listed[s.key]
+        return CountRead(
+            situation.lake(s.catalog), s, situation.ids[s.key] or 0, at, pinned[s.catalog], at
         )
-        for s in shared
-    ]
-    counted = zip(shared, counts_at_pins(con, reads), strict=True)
-    scanned = zip(alone, row_counts(con, [(s, pinned[s.catalog]) for s in alone]), strict=True)
-    return {s.key: rows for s, rows in [*counted, *scanned]}
+
+    found = {key: rows for key, rows in known.items() if rows is not None}
+    remembered = [s for s in shared if s.key in found]
+    remember([read(s) for s in remembered], [found[s.key] for s in remembered])
+    counting = [s for s in shared if s.key not in found]
+    counted = counts_at_pins(con, [read(s) for s in counting])
+    found |= {s.key: rows for s, rows in zip(counting, counted, strict=True)}
+    scanning = [s for s in sources if s.key not in found]
+    scanned = row_counts(con, [(s, pinned[s.catalog]) for s in scanning])
+    found |= {s.key: rows for s, rows in zip(scanning, scanned, strict=True)}
+    return found
 
 
 def _label(
