@@ -104,6 +104,44 @@ def test_the_consistency_test_of_a_model_with_an_inequality_runs_without_the_del
     assert lake.execute(check).fetchall() == []
 
 
+def test_with_the_toggled_optimizers_off_for_good_no_run_changes_them(
+    lake: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dbt's threads plan queries while a model runs, and DuckDB reads the instance's
+    ``disabled_optimizers`` without a lock: setting it then crashed dbt. The plugin turns
+    every optimizer the package toggles off before the threads start; after that no run,
+    maintained or rebuilt, of a model that needs them off or not, sets it again (DuckDB's
+    query log, which records the statements of every connection of the instance)."""
+    monkeypatch.setattr(lake_module, "_off_for_good", set())
+    bridge.register(lake)
+    lake_module.disable_for_good(lake, lake_module.TOGGLED_OPTIMIZERS)
+    before = disabled_optimizers(lake)
+    assert set(lake_module.TOGGLED_OPTIMIZERS) <= set(before)
+    lake.execute("CREATE TABLE t AS SELECT range % 3 AS k, range AS v FROM range(10)")
+    models = {
+        "plain": "SELECT k, sum(v) AS total FROM lake.main.t GROUP BY k",
+        "top": "SELECT k, v FROM lake.main.t ORDER BY v DESC LIMIT 4",
+    }
+    lake.execute("CALL enable_logging('QueryLog')")
+    strategies = []
+    for round_ in range(3):
+        if round_:
+            lake.execute(f"INSERT INTO t VALUES ({round_}, {100 + round_})")
+        for name, sql in models.items():
+            request = model(name, sql=sql, rebuild_above=0.0 if round_ == 2 else None)
+            strategies.append(call(lake, "duckstream_run", request)["strategy"])
+            call(lake, "duckstream_consistency_sql", model(name))
+    lake.execute("CALL disable_logging()")
+    assert strategies == ["initial"] * 2 + ["incremental"] * 2 + ["rebuild"] * 2
+    logged = lake.execute(
+        "SELECT count(*), count(*) FILTER (WHERE message ILIKE '%SET disabled_optimizers%') "
+        "FROM duckdb_logs() WHERE type = 'QueryLog'"
+    ).fetchone()
+    assert logged is not None and logged[0] > 0
+    assert logged[1] == 0, "a run set disabled_optimizers"
+    assert disabled_optimizers(lake) == before
+
+
 def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:
     bridge.register(lake)
     lake.execute("CREATE TABLE t AS SELECT range AS v FROM range(5)")

@@ -7,9 +7,9 @@ touch a row twice, MERGE INTO, inlining on and off, compaction, rewrites and flu
 window of the history is checked both ways with EXCEPT ALL and exact counts, and so is the
 delta it makes with the plus side (``snapshot_id > old`` at ``new``): the table at ``old``
 minus the ended rows plus the new ones is the table at ``new``. A history's tables at its
-snapshots are the rows read live as it committed each (``record``), not time travel, which
-DuckLake gets wrong before a rewrite followed by a flush (``assert_time_travel_right`` checks
-it everywhere else).
+snapshots are read by time travel, whose values ``assert_time_travel_right`` checks against
+the rows read live as the history committed each (``record``); the recorded rows stand in
+where DuckLake's time travel is wrong, before a rewrite followed by a flush.
 """
 
 from __future__ import annotations

@@ -28,7 +28,14 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from dbt.adapters.duckdb.secrets import Secret
 from duckdb import DuckDBPyConnection
 
-from ..runtime.lake import CATALOG_EXTENSIONS, catalog_defaults, load_ducklake, load_extension
+from ..runtime.lake import (
+    CATALOG_EXTENSIONS,
+    TOGGLED_OPTIMIZERS,
+    catalog_defaults,
+    disable_for_good,
+    load_ducklake,
+    load_extension,
+)
 from ..runtime.turns import LAKE
 from .functions import register
 
@@ -91,6 +98,9 @@ class Plugin(BasePlugin):
     def configure_connection(self, conn: DuckDBPyConnection) -> None:
         self._complete_attachments()
         load_ducklake(conn)
+        # before dbt's threads start: none may change the instance's optimizers while another
+        # plans a query (``lake.TOGGLED_OPTIMIZERS``)
+        disable_for_good(conn, TOGGLED_OPTIMIZERS)
         for extension in sorted(self._extensions()):
             load_extension(conn, extension)
         for secret in self.secrets:

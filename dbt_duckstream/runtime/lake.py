@@ -484,8 +484,16 @@ JOIN_FILTER_OPTIMIZERS = ("join_filter_pushdown",)
 #: correlated subquery change when it is off.
 DELIMINATOR_OPTIMIZERS = ("deliminator",)
 
-#: ``disabled_optimizers`` is a setting of the whole DuckDB instance, which every dbt thread
-#: shares: the first block to need some off disables them, the last one done restores them
+#: every optimizer the package turns off for a while (``optimizers_off``)
+TOGGLED_OPTIMIZERS = STATISTICS_OPTIMIZERS + JOIN_FILTER_OPTIMIZERS + DELIMINATOR_OPTIMIZERS
+
+#: ``disabled_optimizers`` is a setting of the whole DuckDB instance, which every thread
+#: shares: the first block to need some off disables them, the last one done restores them.
+#: DuckDB reads it without a lock while it plans a query, so a process whose other threads
+#: plan queries of their own (dbt's) must not change it while they run: setting it there
+#: crashed dbt (SIGSEGV in ``Optimizer::OptimizerDisabled``, four threads starting models).
+#: Such a process turns ``TOGGLED_OPTIMIZERS`` off for good first (``disable_for_good``, the
+#: plugin), and the blocks then change nothing.
 _guard = threading.Lock()
 _guard_users = 0
 _guard_restore = ""
@@ -512,7 +520,8 @@ def _disable(con: duckdb.DuckDBPyConnection, current: list[str], names: Iterable
 
 def disable_for_good(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
     """Turn optimizers off for the rest of the process: for SQL that runs outside the
-    package's blocks (a dbt test's query)."""
+    package's blocks (a dbt test's query), and, before its threads start, in a process where
+    they must never change again (``TOGGLED_OPTIMIZERS``)."""
     global _guard_restore
     names = tuple(names)
     if not names:
@@ -534,10 +543,17 @@ def optimizers_off(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Gene
         return
     with _guard:
         current = disabled_optimizers(con)
-        if _guard_users == 0 and not _guard_pending:
-            _guard_restore = ",".join(current)
-        _disable(con, current, names)
-        _guard_users += 1
+        # off already, and not by another block that will restore them: nothing to change
+        # (every block, in a process that turned them off for good)
+        unchanged = _guard_users == 0 and not _guard_pending and set(names) <= set(current)
+        if not unchanged:
+            if _guard_users == 0 and not _guard_pending:
+                _guard_restore = ",".join(current)
+            _disable(con, current, names)
+            _guard_users += 1
+    if unchanged:
+        yield
+        return
     failed = False
     try:
         yield
