@@ -28,11 +28,9 @@ from hypothesis import strategies as st
 
 from dbt_duckstream.runtime import preimages
 from dbt_duckstream.runtime.lake import (
-    current_snapshot,
     feed_safe_optimizers,
     load_extension,
-    rewritten_history,
-    snapshot_changes,
+    rewritten_since,
 )
 from dbt_duckstream.runtime.preimages import ended_rows, ended_rows_sql
 from dbt_duckstream.sql import TableRef, quote
@@ -121,8 +119,7 @@ def rows_at(con, snapshot: int, columns, table: TableRef, where: str = "TRUE") -
 def rewritten_after(con, snapshot: int) -> bool:
     """Whether a rewrite and a flush of ``t`` followed ``snapshot`` (duckdb/ducklake#1406)."""
     (tid,) = con.execute("SELECT table_id FROM lake.table_info() WHERE table_name = 't'").fetchone()
-    newest = current_snapshot(con, "lake")
-    return rewritten_history(snapshot_changes(con, "lake", snapshot, newest, {tid}), {tid})
+    return rewritten_since(con, "lake", tid, snapshot) is not None
 
 
 def exact_delta(con, minus: str, old: int, new: int, columns, table: TableRef) -> bool:

@@ -446,6 +446,20 @@ def test_models_share_the_estimates_metadata_of_a_window(model, lake, monkeypatc
     assert len(windows) == 2 and len(narrowed) == 2, (windows, narrowed)
 
 
+def recorded_counts_at_pins(monkeypatch) -> list[list[tuple[str, int]]]:
+    """The counts a run takes for its cursors, by statement: (source, snapshot) each."""
+    counted: list[list[tuple[str, int]]] = []
+
+    def recording(con, reads):
+        if reads:
+            counted.append([(table.key, snapshot) for table, snapshot in reads])
+        return lake_module.row_counts(con, reads)
+
+    monkeypatch.setattr(runtime, "row_counts", recording)
+    monkeypatch.setattr(counts, "row_counts", recording)
+    return counted
+
+
 def test_a_rebuild_chosen_for_cost_counts_only_the_sources_its_window_changed(
     model, lake, monkeypatch
 ):
@@ -458,15 +472,7 @@ def test_a_rebuild_chosen_for_cost_counts_only_the_sources_its_window_changed(
         "SELECT t.k, sum(t.v) AS total FROM t JOIN other ON t.k = other.x GROUP BY t.k",
     )
     assert joined.refresh().strategy == "initial"
-    counted: list[list[tuple[str, int]]] = []
-
-    def recording(con, reads):
-        if reads:
-            counted.append([(table.key, snapshot) for table, snapshot in reads])
-        return lake_module.row_counts(con, reads)
-
-    monkeypatch.setattr(runtime, "row_counts", recording)
-    monkeypatch.setattr(counts, "row_counts", recording)
+    counted = recorded_counts_at_pins(monkeypatch)
     lake.execute("INSERT INTO t VALUES (2, 7), (3, 1)")
     result = joined.refresh(rebuild_above=0)
     assert (result.strategy, "cheaper than maintenance" in result.reason) == ("rebuild", True)
@@ -496,15 +502,7 @@ def test_models_rebuilding_after_the_same_changes_share_the_count_at_their_pins(
     the last snapshot of its window that lists the source, which the next model rebuilding
     after the same changes takes without counting, until a commit lists the source again; a
     maintenance run knows it from its delta, and keeps it for them too."""
-    counted: list[list[tuple[str, int]]] = []
-
-    def recording(con, reads):
-        if reads:
-            counted.append([(table.key, snapshot) for table, snapshot in reads])
-        return lake_module.row_counts(con, reads)
-
-    monkeypatch.setattr(runtime, "row_counts", recording)
-    monkeypatch.setattr(counts, "row_counts", recording)
+    counted = recorded_counts_at_pins(monkeypatch)
     twin = Model(lake, "twin", "SELECT k, count(*) AS n FROM t GROUP BY k")
     assert twin.refresh().strategy == "initial"
     counted.clear()

@@ -371,6 +371,15 @@ def rewritten_history(
     return None
 
 
+def rewritten_since(
+    con: duckdb.DuckDBPyConnection, catalog: str, table: int, snapshot: int
+) -> tuple[int, int, int] | None:
+    """``rewritten_history`` of one table (id) after ``snapshot``, up to the catalog's current
+    one: whether DuckLake now reads the table at ``snapshot`` wrongly."""
+    changes = snapshot_changes(con, catalog, snapshot, current_snapshot(con, catalog), {table})
+    return rewritten_history(changes, {table})
+
+
 def read_columns(
     con: duckdb.DuckDBPyConnection,
     catalog: str,

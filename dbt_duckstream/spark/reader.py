@@ -4,7 +4,7 @@ Listing a table's Parquet files would be wrong (deleted rows, inlined rows, rena
 so each partition asks DuckDB for a range of row ids at the snapshot pinned on the driver.
 
 Once the table's files are rewritten and its inlined data flushed after, DuckLake reads the
-snapshots before the rewrite wrongly (``lake.rewritten_history``): the driver refuses such a
+snapshots before the rewrite wrongly (``lake.rewritten_since``): the driver refuses such a
 snapshot, and each partition checks again before it reads, since a compaction may commit
 while the job runs.
 """
@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError
-from ..runtime.lake import rewritten_history, snapshot_changes, table_id
+from ..runtime.lake import current_snapshot, rewritten_since, table_id
 from ..sql import quote
 from .options import ALIAS, LakeOptions
 
@@ -39,9 +39,7 @@ class DuckLakeReader(DataSourceReader):
         self.columns = [f.name for f in schema.fields]
         with options.connect() as con:
             if options.snapshot is None:
-                row = con.execute(f"SELECT id FROM {quote(ALIAS)}.current_snapshot()").fetchone()
-                assert row is not None
-                self.snapshot = int(row[0])
+                self.snapshot = current_snapshot(con, ALIAS)
             else:
                 self.snapshot = options.snapshot
             self.table_id = table_id(con, options.table)
@@ -65,10 +63,7 @@ class DuckLakeReader(DataSourceReader):
         it wrongly."""
         if self.table_id is None:
             return
-        row = con.execute(f"SELECT id FROM {quote(ALIAS)}.current_snapshot()").fetchone()
-        assert row is not None
-        changes = snapshot_changes(con, ALIAS, self.snapshot, int(row[0]), {self.table_id})
-        found = rewritten_history(changes, {self.table_id})
+        found = rewritten_since(con, ALIAS, self.table_id, self.snapshot)
         if found is not None:
             _, rewrite, flush = found
             raise ConfigurationError(
