@@ -139,8 +139,45 @@ def test_a_large_input_that_several_terms_narrow_is_read_once() -> None:
     assert shared.count('AS MATERIALIZED (\n  SELECT * FROM "scan1_new" WHERE "ck" IN') == 1
     # read by both terms, each keeping its own keys
     assert shared.count('(SELECT * FROM "join') == 2
-    # a small input is read where each term narrows it
-    assert "AS MATERIALIZED" not in delta(frozenset())
+    # a small input, read whole by the other term, is read once whole for both (below)
+    assert 'AS MATERIALIZED (\n  SELECT * FROM "scan1_new" WHERE' not in delta(frozenset())
+
+
+def test_a_small_input_that_a_term_reads_whole_is_read_once() -> None:
+    """TPC-H Q10's shape at SF1: customer, narrowed by the new orders' keys in one term and
+    read whole in the other (no equality ties it to the lineitems), is read once for both,
+    with the conditions on it alone; where every term narrows it, each reads its own rows."""
+    schema = {
+        "lake": {
+            "main": {
+                "c": {"ck": "INTEGER", "name": "VARCHAR", "seg": "VARCHAR"},
+                "o": {"ok": "INTEGER", "ck": "INTEGER"},
+                "l": {"ok": "INTEGER", "ck": "INTEGER", "q": "INTEGER"},
+            }
+        }
+    }
+    changed = frozenset({"lake.main.o", "lake.main.l"})
+
+    def delta(sql: str) -> str:
+        compiled = compile_ivm(sql, target="m", schema=schema, catalog="lake")
+        maintenance = compiled.maintenance({"lake": (1, 2)}, changed)
+        assert maintenance is not None
+        name = ("_filter", "_join")
+        (terms,) = [s for s in maintenance.build if any(n in s.split(" AS", 1)[0] for n in name)]
+        return terms
+
+    joined = "FROM c JOIN o ON c.ck = o.ck JOIN l ON l.ok = o.ok WHERE l.q > 1 AND c.seg = 'x'"
+    shared = delta(f"SELECT c.name, l.q {joined}")
+    # c's read is defined once and referenced once, by the materialized CTE
+    assert shared.count('"scan1_new"') == 2
+    whole = 'AS MATERIALIZED (\n  SELECT * FROM (SELECT * FROM "scan1_new" AS "_ivm_in0" WHERE '
+    assert shared.count(whole) == 1 and '"_ivm_in0"."seg" = \'x\'' in shared
+    # the term of o narrows that read by its keys, the term of l reads it whole
+    assert shared.count('(SELECT * FROM "join') == 1
+    assert shared.count('"join4_in0_either_whole_under" AS "_ivm_in0"') == 1
+    # narrowed by both terms: no whole read
+    both = delta("SELECT c.name, l.q FROM c JOIN o ON c.ck = o.ck JOIN l ON l.ck = c.ck")
+    assert " AS MATERIALIZED (" not in both and both.count('"scan1_new"') == 3
 
 
 def test_a_folding_aggregate_reads_its_state_once_a_run() -> None:
