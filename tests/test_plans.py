@@ -146,7 +146,8 @@ def test_a_large_input_that_several_terms_narrow_is_read_once() -> None:
 def test_a_small_input_that_a_term_reads_whole_is_read_once() -> None:
     """TPC-H Q10's shape at SF1: customer, narrowed by the new orders' keys in one term and
     read whole in the other (no equality ties it to the lineitems), is read once for both,
-    with the conditions on it alone; where every term narrows it, each reads its own rows."""
+    with the conditions on it alone, and the cost estimate counts that read once; where every
+    term narrows it, each reads its own rows."""
     schema = {
         "lake": {
             "main": {
@@ -178,6 +179,15 @@ def test_a_small_input_that_a_term_reads_whole_is_read_once() -> None:
     # narrowed by both terms: no whole read
     both = delta("SELECT c.name, l.q FROM c JOIN o ON c.ck = o.ck JOIN l ON l.ck = c.ck")
     assert " AS MATERIALIZED (" not in both and both.count('"scan1_new"') == 3
+    # the estimate counts c once where the terms share its read, and per term where c is
+    # large (each reads it; no key ranges given here, so narrowed reads count in full)
+    compiled = compile_ivm(
+        f"SELECT c.name, l.q {joined}", target="m", schema=schema, catalog="lake"
+    )
+    root = compiled.root
+    o_and_l = {"lake.main.o": 10, "lake.main.l": 1}
+    assert full_reads(root, changed, {"lake.main.c": 100} | o_and_l) == 100 + 10 + 1
+    assert full_reads(root, changed, {"lake.main.c": 10**6} | o_and_l) == 2 * 10**6 + 10 + 1
 
 
 def test_a_folding_aggregate_reads_its_state_once_a_run() -> None:

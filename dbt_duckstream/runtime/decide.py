@@ -663,8 +663,8 @@ def estimate(
         cheap_deleted += changed_rows.inlined_deleted
     model_rows = rows.pop(plan.target.key, 0)
     narrowed: dict[NarrowedRead, int] = {}
-    terms = list(_join_terms(plan.root, changed))
-    reads = {read for _, _, term_reads in terms for read in term_reads}
+    terms = list(_join_terms(plan.root, changed, _large(rows)))
+    reads = {read for _, _, term_reads, _ in terms for read in term_reads}
     near = list(near_reads(plan.root, changed))
     for _, read, keys, origins, _ in near:
         near_rows(read, keys, origins, rows, {}, reads)
@@ -737,21 +737,37 @@ def estimated_rows(decision: Decision, cursors: Sequence[Cursor], rows_written: 
     return None
 
 
-#: a join, one of its inputs that a term reads beside a changing input, and the reads of
-#: that input narrowed to the changing input's keys
-JoinTerm = tuple[Join, int, tuple[NarrowedRead, ...]]
+#: a join, one of its inputs that a term reads beside a changing input, the reads of that
+#: input narrowed to the changing input's keys, and, when the term takes that input from a
+#: read it shares with other terms (``Join.whole_reads``), which one
+JoinTerm = tuple[Join, int, tuple[NarrowedRead, ...], tuple[int, int, str] | None]
 
 
-def _join_terms(root: Operator, changed: frozenset[str]) -> Iterator[JoinTerm]:
-    """Per join term (a changing input) and other input j: the narrowed reads j may take."""
+def _large(rows: dict[str, int]) -> frozenset[str]:
+    """The tables of ``rows`` large enough that a join narrows through them (``Join``)."""
+    return frozenset(key for key, n in rows.items() if n >= LARGE_TABLE_ROWS)
+
+
+def _join_terms(
+    root: Operator, changed: frozenset[str], large: frozenset[str]
+) -> Iterator[JoinTerm]:
+    """Per join term (a changing input) and other input j: the narrowed reads j may take,
+    or the whole read of j it shares (``large``: the sources the join narrows through)."""
     above = {id(n.child): n.predicate for n in root.walk() if isinstance(n, Filter)}
     for node in root.walk():
         if not isinstance(node, Join) or not reads_changed(node, changed):
             continue
         equalities = node.equalities(above.get(id(node)))
-        for i, changing in enumerate(node.children):
-            if not reads_changed(changing, changed):
-                continue
+        changing_inputs = [i for i, c in enumerate(node.children) if reads_changed(c, changed)]
+        shared = {
+            (i, j): (id(node), j, at)
+            for (j, at), users in node.whole_reads(
+                changing_inputs, changed, large, equalities
+            ).items()
+            for i in users
+        }
+        for i in changing_inputs:
+            changing = node.children[i]
             for j, other in enumerate(node.children):
                 if j == i:
                     continue
@@ -761,7 +777,7 @@ def _join_terms(root: Operator, changed: frozenset[str]) -> Iterator[JoinTerm]:
                         NarrowedRead(other.table.key, mine, changing.table.key, theirs)
                         for mine, theirs in equalities.get((j, i), ())
                     )
-                yield node, j, reads
+                yield node, j, reads, shared.get((i, j))
 
 
 def full_reads(
@@ -783,7 +799,8 @@ def full_reads(
     partitions from its input at the new snapshot (and at the old one too, without stored
     rows); a counting set operation counts the touched rows in both inputs; a top-N may rescan
     its input. A window without PARTITION BY and a recursive CTE recompute everything and store
-    it again. ``terms`` and ``near``: the join terms (``_join_terms``) and the narrowed reads
+    it again. An input that several join terms take from one read (``Join.whole_reads``)
+    counts once. ``terms`` and ``near``: the join terms (``_join_terms``) and the narrowed reads
     (``near_reads``), when the caller has walked them."""
     total = 0
     for node in root.walk():
@@ -817,7 +834,14 @@ def full_reads(
             total += sum(rows_read(c, rows) for c in node.children)
         elif isinstance(node, RecursiveCTE):
             total += (1 + OUTPUT_WEIGHT) * rows_read(node, rows)
-    for node, j, reads in _join_terms(root, changed) if terms is None else terms:
+    if terms is None:
+        terms = list(_join_terms(root, changed, _large(rows)))
+    counted: set[tuple[int, int, str]] = set()
+    for node, j, reads, shared in terms:
+        if shared is not None:  # one read for the terms that share it
+            total += 0 if shared in counted else rows_read(node.children[j], rows)
+            counted.add(shared)
+            continue
         bounded = [narrowed[r] for r in reads if narrowed and r in narrowed]
         total += min(bounded) if bounded else rows_read(node.children[j], rows)
     for _, read, keys, origins, times in near_reads(root, changed) if near is None else near:

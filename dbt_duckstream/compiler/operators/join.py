@@ -33,6 +33,7 @@ itself a join (``alias`` None) already names its columns that way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -210,7 +211,7 @@ class Join(Operator):
             return None
         suffix = "_under" if above is not None else ""
         self._share_reads(ctx, terms, local, suffix)
-        self._share_whole_reads(ctx, terms, local, suffix)
+        self._share_whole_reads(ctx, terms, equalities, local, suffix)
         return "\nUNION ALL\n".join(self._query(relations, i) for i, relations, _ in terms)
 
     def _share_reads(
@@ -251,43 +252,61 @@ class Join(Operator):
             for relations, narrowing in uses:
                 relations[j] = narrowed(shared, narrowing.keys, narrowing.other)
 
+    def whole_reads(
+        self,
+        terms: Sequence[int],
+        changed: frozenset[str],
+        large: frozenset[str],
+        equalities: Equalities,
+    ) -> dict[tuple[int, str], tuple[int, ...]]:
+        """Per input j and snapshot (``old``, ``new``, or ``either`` for an input that did
+        not change), the terms (their changing inputs' positions) that take j from one
+        materialized read: a source that is not large, read whole by one of them (no
+        equality ties it to the term's delta) and read by another too. TPC-H Q10 at SF1
+        read customer's seven wide columns twice (150k rows, about 30 ms a read), narrowed
+        by the new orders' customers and whole for the orders of the new lineitems; reading
+        it once made the join's delta 25-30 ms cheaper with appends and with mixed batches
+        alike. A narrowed read costs a whole one when the keys of a small delta lie in every
+        row group. The cost estimate counts such a read once (``decide``)."""
+        groups: dict[tuple[int, str], list[int]] = {}
+        for i in terms:
+            for j, other in enumerate(self.inputs):
+                table = other.node.source_table
+                if j == i or table is None or table in large:
+                    continue
+                side = "new" if j < i else "old"
+                # a source that did not change reads the same rows at either side
+                changes = any(s.key in changed for s in other.node.sources())
+                groups.setdefault((j, side if changes else "either"), []).append(i)
+        return {
+            (j, at): tuple(users)
+            for (j, at), users in groups.items()
+            if len(users) > 1 and any(not equalities.get((j, i)) for i in users)
+        }
+
     def _share_whole_reads(
         self,
         ctx: RenderContext,
         terms: list[tuple[int, list[str], dict[int, Narrowing]]],
+        equalities: Equalities,
         local: dict[int, exp.Expr],
         suffix: str,
     ) -> None:
-        """Read a source that is not large once where a term reads it whole and another
-        term reads it too, at the same snapshot: its rows that pass the conditions on it
-        alone, materialized, which each term then narrows as it did. A term reads such a
-        source whole when no equality ties it to the term's delta, and a narrowed read of it
-        costs a whole one when the keys a small delta matches lie in every row group: TPC-H
-        Q10 at SF1 read customer's seven wide columns twice (150k rows, about 30 ms a read),
-        narrowed by the new orders' customers and whole for the orders of the new lineitems;
-        reading it once made the join's delta 25-30 ms cheaper with appends and with mixed
-        batches alike."""
-        groups: dict[tuple[int, str], list[tuple[list[str], Narrowing | None]]] = {}
-        for i, relations, narrowings in terms:
-            for j, other in enumerate(self.inputs):
-                table = other.node.source_table
-                if j == i or table is None or table in ctx.large:
-                    continue
-                side: Side = "new" if j < i else "old"
-                # a source that did not change reads the same rows at either side
-                at = side if other.node.changes_in(ctx) else "either"
-                groups.setdefault((j, at), []).append((relations, narrowings.get(j)))
-        for (j, at), uses in groups.items():
-            if len(uses) < 2 or all(narrowing is not None for _, narrowing in uses):
-                continue
-            side = "old" if at == "old" else "new"
+        """Take each input that ``whole_reads`` names from one read, materialized with the
+        conditions on it alone, which each term then narrows as it did."""
+        by_position = {i: (relations, narrowings) for i, relations, narrowings in terms}
+        shared_reads = self.whole_reads(list(by_position), ctx.changed, ctx.large, equalities)
+        for (j, at), users in shared_reads.items():
+            side: Side = "old" if at == "old" else "new"
             rows = restricted(self.inputs[j].node.state(ctx, side), j, local)
             shared = ctx.cte(
                 f"{self.name}_in{j}_{at}_whole{suffix}",
                 f"SELECT * FROM {rows}",
                 materialized=True,
             )
-            for relations, narrowing in uses:
+            for i in users:
+                relations, narrowings = by_position[i]
+                narrowing = narrowings.get(j)
                 relations[j] = (
                     shared
                     if narrowing is None
