@@ -159,9 +159,11 @@ def test_a_small_input_that_a_term_reads_whole_is_read_once() -> None:
     }
     changed = frozenset({"lake.main.o", "lake.main.l"})
 
+    def compiled(sql: str):
+        return compile_ivm(sql, target="m", schema=schema, catalog="lake")
+
     def delta(sql: str) -> str:
-        compiled = compile_ivm(sql, target="m", schema=schema, catalog="lake")
-        maintenance = compiled.maintenance({"lake": (1, 2)}, changed)
+        maintenance = compiled(sql).maintenance({"lake": (1, 2)}, changed)
         assert maintenance is not None
         name = ("_filter", "_join")
         (terms,) = [s for s in maintenance.build if any(n in s.split(" AS", 1)[0] for n in name)]
@@ -181,10 +183,7 @@ def test_a_small_input_that_a_term_reads_whole_is_read_once() -> None:
     assert " AS MATERIALIZED (" not in both and both.count('"scan1_new"') == 3
     # the estimate counts c once where the terms share its read, and per term where c is
     # large (each reads it; no key ranges given here, so narrowed reads count in full)
-    compiled = compile_ivm(
-        f"SELECT c.name, l.q {joined}", target="m", schema=schema, catalog="lake"
-    )
-    root = compiled.root
+    root = compiled(f"SELECT c.name, l.q {joined}").root
     o_and_l = {"lake.main.o": 10, "lake.main.l": 1}
     assert full_reads(root, changed, {"lake.main.c": 100} | o_and_l) == 100 + 10 + 1
     assert full_reads(root, changed, {"lake.main.c": 10**6} | o_and_l) == 2 * 10**6 + 10 + 1

@@ -430,7 +430,7 @@ class Situation:
     def large_tables(self) -> frozenset[str]:
         """The sources and state tables of at least ``LARGE_TABLE_ROWS`` rows."""
         tables = [*self.plan.sources, *self.plan.state_tables]
-        return frozenset(t.key for t in tables if self.table_rows.get(t.key, 0) >= LARGE_TABLE_ROWS)
+        return _large({t.key: self.table_rows.get(t.key, 0) for t in tables})
 
     @cached_property
     def costs(self) -> Estimate:
@@ -744,7 +744,7 @@ JoinTerm = tuple[Join, int, tuple[NarrowedRead, ...], tuple[int, int, str] | Non
 
 
 def _large(rows: dict[str, int]) -> frozenset[str]:
-    """The tables of ``rows`` large enough that a join narrows through them (``Join``)."""
+    """The tables of ``rows`` of at least ``LARGE_TABLE_ROWS`` rows."""
     return frozenset(key for key, n in rows.items() if n >= LARGE_TABLE_ROWS)
 
 
@@ -839,8 +839,9 @@ def full_reads(
     counted: set[tuple[int, int, str]] = set()
     for node, j, reads, shared in terms:
         if shared is not None:  # one read for the terms that share it
-            total += 0 if shared in counted else rows_read(node.children[j], rows)
-            counted.add(shared)
+            if shared not in counted:
+                counted.add(shared)
+                total += rows_read(node.children[j], rows)
             continue
         bounded = [narrowed[r] for r in reads if narrowed and r in narrowed]
         total += min(bounded) if bounded else rows_read(node.children[j], rows)

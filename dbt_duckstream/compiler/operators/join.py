@@ -276,8 +276,7 @@ class Join(Operator):
                     continue
                 side = "new" if j < i else "old"
                 # a source that did not change reads the same rows at either side
-                changes = any(s.key in changed for s in other.node.sources())
-                groups.setdefault((j, side if changes else "either"), []).append(i)
+                groups.setdefault((j, side if table in changed else "either"), []).append(i)
         return {
             (j, at): tuple(users)
             for (j, at), users in groups.items()
