@@ -179,6 +179,29 @@ def keyed_join(
     return "\nUNION ALL\n".join(branches)
 
 
+def unique_names(names: Iterable[str]) -> list[str]:
+    """Column names made unique as DuckDB makes a query's output names unique when it stores
+    them (``CREATE TABLE AS``, a view, a subquery): a repeated name, compared without case,
+    takes ``_1``, ``_2``, ... (the first such name not taken), so a model keeps the columns
+    that dbt's ``table`` materialization of the same SQL would have.
+
+    >>> unique_names(["id", "amount", "amount_1", "ID", "amount", "amount"])
+    ['id', 'amount', 'amount_1', 'ID_1', 'amount_2', 'amount_3']
+    """
+    seen: dict[str, int] = {}
+    unique = []
+    for given in names:
+        name, base = given, given.lower()
+        if base in seen:
+            name = f"{given}_{seen[base]}"
+            while name.lower() in seen:
+                seen[base] += 1
+                name = f"{given}_{seen[base]}"
+        seen[name.lower()] = seen.get(name.lower(), 0) + 1
+        unique.append(name)
+    return unique
+
+
 def bare_statement(sql: str) -> str:
     r"""A model's SQL without trailing semicolons and comments, ready to nest in a query.
 

@@ -56,6 +56,21 @@ def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> No
     assert "ducklake_table_deletions" in call(lake, "duckstream_explain", model("m"))["text"]
 
 
+def test_the_consistency_test_of_a_model_with_repeated_column_names(
+    lake: duckdb.DuckDBPyConnection,
+) -> None:
+    """The model stores ``k`` twice as ``k`` and ``k_1``, as ``CREATE TABLE AS`` would: its
+    test compares those columns, where DuckDB describes the query with ``k`` twice."""
+    bridge.register(lake)
+    lake.execute("CREATE TABLE t AS SELECT range % 3 AS k, range AS v FROM range(10)")
+    sql = "SELECT a.k, b.k, a.v FROM lake.main.t AS a JOIN lake.main.t AS b ON a.v = b.v + 1"
+    call(lake, "duckstream_run", model("m", sql=sql))
+    check = call(lake, "duckstream_consistency_sql", model("m"))["sql"]
+    assert lake.execute(check).fetchall() == []
+    lake.execute("DELETE FROM m WHERE k_1 = 0")
+    assert lake.execute(check).fetchall() != []
+
+
 def test_the_consistency_test_of_a_model_that_picks_rows_runs_without_join_filters(
     lake: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:

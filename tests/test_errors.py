@@ -71,6 +71,7 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT t.a FROM t, read_csv('x.csv') AS f", "table function"),
         ("SELECT * FROM range(3)", "a model that reads no table"),
         ("SELECT string_agg(b, ',') AS s FROM t", "string_agg() without ORDER BY"),
+        ("SELECT a, mode(b) AS m FROM t GROUP BY a", "order-dependent aggregate mode() without"),
         ("SELECT 1 AS one", "a model that reads no table"),
     ],
 )

@@ -1,6 +1,7 @@
 """The oracle on random scenarios for the rest of SELECT: top-N and DISTINCT ON, GROUPING
 SETS/ROLLUP/CUBE with grouping(), order-dependent aggregates given an ORDER BY, VALUES and
-table functions in FROM, and WITH RECURSIVE.
+table functions in FROM, WITH RECURSIVE, output columns under repeated names, and floating-point
+aggregates inside STRUCT and LIST values.
 
 Every ORDER BY here orders rows fully (ties only between identical rows), so the one valid
 result is the recomputation's.
@@ -52,8 +53,19 @@ FAMILIES: dict[str, dict[str, str]] = {
         "list(v ORDER BY v NULLS FIRST, id) AS vs FROM r GROUP BY k",
         "o_first": "SELECT g, first(v ORDER BY id, v) AS fv, "
         "arg_max(x, (v, id, x)) AS am, arg_min(id, (x, id)) AS an FROM r GROUP BY g",
+        "o_mode": "SELECT k, mode(g ORDER BY id, g) AS mg, mode(v ORDER BY x DESC, id, v) AS mv "
+        "FROM r GROUP BY k",
+        "o_nested_floats": "SELECT k, {'n': count(*), 's': sum(x), 'a': avg(x)} AS st, "
+        "[sum(x), max(x)] AS l FROM r GROUP BY k",
         "o_global": "SELECT string_agg(DISTINCT g, '|' ORDER BY g) AS gs, "
         "list(z ORDER BY z DESC) AS zs FROM r, t WHERE r.k = t.k",
+    },
+    "names": {
+        "n_star_join": "SELECT * FROM s JOIN t ON s.k = t.k",
+        "n_repeated": "SELECT k, K, v AS k_1, g AS k, k FROM r",
+        "n_grouped": "SELECT s.k, t.k, count(*) AS n, sum(s.w) AS n FROM s JOIN t ON s.w = t.z "
+        "GROUP BY s.k, t.k",
+        "n_union": "SELECT k, k FROM t UNION ALL SELECT k, w FROM s",
     },
     "sources": {
         "f_values_join": "SELECT r.id, v.label FROM r JOIN "

@@ -228,6 +228,30 @@ def test_full_refresh_rebuilds(model):
     model.assert_consistent()
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM t JOIN other ON other.x = t.k JOIN t AS u ON u.k = t.k",
+        "SELECT k, K, v AS k_1, k FROM t",
+        "SELECT t.k, u.k, sum(t.v) FROM t JOIN t AS u USING (v) GROUP BY t.k, u.k",
+    ],
+)
+def test_repeated_column_names_are_stored_as_create_table_as_stores_them(model, lake, sql):
+    """A model's columns are named as dbt's table materialization of its SQL would name
+    them: DuckDB gives a repeated name a suffix when it stores a query (``k``, ``k_1``)."""
+    lake.execute("INSERT INTO other VALUES (1), (2)")
+    lake.execute("CREATE TABLE lake.main.as_table AS " + sql)
+    repeated = Model(lake, "r", sql)
+    assert repeated.refresh().strategy == "initial"
+    lake.execute("INSERT INTO t VALUES (1, 5), (2, 20)")
+    lake.execute("DELETE FROM t WHERE v = 10")
+    assert repeated.refresh().strategy == "incremental"
+    repeated.assert_consistent()
+    stored = lake_module.describe(lake, "lake.main.r")
+    assert stored == lake_module.describe(lake, "lake.main.as_table")
+    assert len({name.lower() for name, _ in stored}) == len(stored)
+
+
 def test_sql_duckdb_cannot_plan_is_rejected_when_the_model_is_built(lake):
     """DuckDB 1.5.5 binds but cannot plan a correlated subquery over a FULL JOIN with a
     recursive CTE: the tree could maintain it, but nothing could recompute it."""

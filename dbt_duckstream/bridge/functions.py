@@ -24,7 +24,7 @@ from ..retry import retrying
 from ..runtime import runlog
 from ..runtime.consistency import differences_sql
 from ..runtime.decide import Strategy, rebuild_above
-from ..runtime.lake import describe, disable_for_good, unsound_optimizers
+from ..runtime.lake import describe, disable_for_good, stored_columns, unsound_optimizers
 from ..runtime.run import RunResult, prepare, rebuild_unmaintainable, refresh, using
 from ..runtime.status import format_status, status
 from ..runtime.turns import LAKE
@@ -122,7 +122,7 @@ def consistency_sql(con: duckdb.DuckDBPyConnection, request: Request) -> dict[st
     recorded = runlog.registered(con, target)
     table_columns = describe(con, target.sql())
     with using(con, recorded.catalog, recorded.schema):
-        query_columns = describe(con, recorded.sql)
+        query_columns = stored_columns(con, recorded.sql)
     if table_columns != query_columns:
         detail = f"table has {table_columns}, the model SQL gives {query_columns}"
         return {"sql": f"SELECT 'columns differ' AS _side, {literal(detail)} AS detail"}

@@ -39,8 +39,10 @@ _NON_DETERMINISTIC_NAMES = frozenset(
         "current_query",
     }
 )
-#: aggregates whose result depends on the order rows arrive in
+#: aggregates whose result depends on the order rows arrive in (``mode`` breaks a tie
+#: between equally frequent values by the first read)
 _ORDER_DEPENDENT_AGGREGATES: tuple[type[exp.Expr], ...] = (
+    exp.Mode,
     exp.ArrayAgg,
     exp.GroupConcat,
     exp.First,
@@ -75,6 +77,7 @@ def check_deterministic(expression: exp.Expr) -> None:
 
 #: how the order-dependent aggregates are named in messages (sqlglot renames some)
 _AGGREGATE_NAMES: dict[type[exp.Expr], str] = {
+    exp.Mode: "mode",
     exp.ArrayAgg: "list",
     exp.GroupConcat: "string_agg",
     exp.First: "first",

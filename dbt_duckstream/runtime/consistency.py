@@ -4,17 +4,20 @@ As bags: a missing or an extra copy of a row is a difference, so row counts agre
 Floating-point values may differ from a recomputation in their last bits (a sum maintained
 over many runs adds in another order), so rows left over by ``EXCEPT ALL`` in both directions
 are paired: equal in every other column, and floats within a relative 1e-9 (or 1e-12
-absolutely), paired in their sorted order. Whatever stays unpaired is a difference.
+absolutely), paired in their sorted order; so are the floats inside a STRUCT, LIST, ARRAY or
+MAP value (``{'n': count(*), 's': sum(x)}``). Whatever stays unpaired is a difference.
 """
 
 from __future__ import annotations
 
 import duckdb
+from sqlglot import exp
 
-from ..sql import quote, same_values
+from ..sql import literal, quote, same_values
+from .inlining import is_float_type
 from .lake import describe, feed_safe_optimizers, sound_optimizers
 
-FLOAT_TYPES = frozenset({"FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8"})
+FLOAT_TYPES = frozenset({exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE})
 RELATIVE_TOLERANCE = 1e-9
 ABSOLUTE_TOLERANCE = 1e-12
 
@@ -27,10 +30,48 @@ def _close(a: str, b: str) -> str:
     )
 
 
+def _alike(a: str, b: str, kind: exp.DataType, depth: int = 0) -> str:
+    """Two values of type ``kind`` that a maintained and a recomputed row may hold: equal,
+    but for floats (``_close``), which may sit inside nested values; never NULL."""
+    if not is_float_type(kind.sql(dialect="duckdb")):
+        return f"({a} IS NOT DISTINCT FROM {b})"
+    if kind.this in FLOAT_TYPES:
+        return f"coalesce({_close(a, b)}, FALSE)"
+    if kind.this == exp.DataType.Type.STRUCT:
+        fields = [
+            _alike(
+                f"struct_extract({a}, {literal(field.name)})",
+                f"struct_extract({b}, {literal(field.name)})",
+                field.args["kind"],
+                depth,
+            )
+            for field in kind.expressions
+        ]
+        return f"(({a} IS NULL) = ({b} IS NULL) AND {' AND '.join(fields)})"
+    if kind.this == exp.DataType.Type.MAP:
+        parts = [
+            _alike(f"{part}({a})", f"{part}({b})", _list_of(of), depth)
+            for part, of in zip(("map_keys", "map_values"), kind.expressions, strict=True)
+        ]
+        return f"({' AND '.join(parts)})"
+    (element,) = kind.expressions  # a LIST or a fixed-size ARRAY
+    i = f"_ivm_i{depth}"
+    each = _alike(f"{a}[{i}]", f"{b}[{i}]", element, depth + 1)
+    return (
+        f"coalesce(({a} IS NULL AND {b} IS NULL) OR (len({a}) = len({b}) AND coalesce("
+        f"list_bool_and(list_transform(range(1, len({a}) + 1), lambda {i}: {each})), TRUE)), "
+        "FALSE)"
+    )
+
+
+def _list_of(element: exp.DataType) -> exp.DataType:
+    return exp.DataType(this=exp.DataType.Type.ARRAY, expressions=[element], nested=True)
+
+
 def differences_sql(table: str, query: str, columns: list[tuple[str, str]]) -> str:
     """Rows in one side but not the other, with a ``_side`` column naming where they are."""
     names = [c for c, _ in columns]
-    floats = [i for i, (_, t) in enumerate(columns) if t.upper() in FLOAT_TYPES]
+    floats = [i for i, (_, t) in enumerate(columns) if is_float_type(t)]
     exact = [i for i in range(len(columns)) if i not in floats]
     select = ", ".join(quote(c) for c in names)
     leftovers = (
@@ -59,7 +100,14 @@ def differences_sql(table: str, query: str, columns: list[tuple[str, str]]) -> s
         [(f"t.{quote(f't{i}')}", f"q.{quote(f'q{i}')}") for i in exact]
         + [("t._ivm_tn", "q._ivm_qn")]
     )
-    close = " AND ".join(_close(f"t.{quote(f't{i}')}", f"q.{quote(f'q{i}')}") for i in floats)
+    close = " AND ".join(
+        _alike(
+            f"t.{quote(f't{i}')}",
+            f"q.{quote(f'q{i}')}",
+            exp.DataType.build(columns[i][1], dialect="duckdb"),
+        )
+        for i in floats
+    )
 
     def out(prefix: str) -> str:
         return ", ".join(f"{quote(f'{prefix}{i}')} AS {quote(c)}" for i, c in enumerate(names))

@@ -14,7 +14,16 @@ import duckdb
 
 from ..errors import ConfigurationError
 from ..retry import sqlite_write_turn
-from ..sql import BUILTIN, TableRef, compares_unequal, inlined, literal, picks_rows, quote
+from ..sql import (
+    BUILTIN,
+    TableRef,
+    compares_unequal,
+    inlined,
+    literal,
+    picks_rows,
+    quote,
+    unique_names,
+)
 from .turns import LAKE
 
 
@@ -145,6 +154,13 @@ def transaction(
 def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:
     """Column names and types of a table or a query, as DuckDB describes them."""
     return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {relation}").fetchall()]
+
+
+def stored_columns(con: duckdb.DuckDBPyConnection, query: str) -> list[tuple[str, str]]:
+    """The columns a query's rows are stored under: its description, with repeated names
+    made unique as ``CREATE TABLE AS`` makes them (``unique_names``)."""
+    described = describe(con, query)
+    return list(zip(unique_names(n for n, _ in described), (t for _, t in described), strict=True))
 
 
 def is_ducklake(con: duckdb.DuckDBPyConnection, catalog: str) -> bool:

@@ -40,6 +40,7 @@ from .lake import (
     metadata_catalog,
     row_counts,
     sound_optimizers,
+    stored_columns,
     table_ids,
     table_names,
     tables_columns,
@@ -119,7 +120,7 @@ def prepare(
         )
     with using(con, catalog, db):
         try:
-            output = describe(con, sql)
+            output = stored_columns(con, sql)
         except duckdb.Error as error:
             raise ConfigurationError(
                 f"the SQL of model {target_ref.key} does not bind against its sources ({error}); "
