@@ -72,6 +72,10 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT * FROM range(3)", "a model that reads no table"),
         ("SELECT string_agg(b, ',') AS s FROM t", "string_agg() without ORDER BY"),
         ("SELECT a, mode(b) AS m FROM t GROUP BY a", "order-dependent aggregate mode() without"),
+        ("SELECT * FROM t USING SAMPLE 10%", "a sample of a table"),
+        ("SELECT a FROM t TABLESAMPLE RESERVOIR(5 ROWS) REPEATABLE (3)", "a sample of a table"),
+        ("SELECT a, max(COLUMNS(['b'])) FROM t GROUP BY a", "COLUMNS(['b']) expression"),
+        ("SELECT COLUMNS('a|b') FROM t", "expression"),
         ("SELECT 1 AS one", "a model that reads no table"),
     ],
 )

@@ -31,6 +31,21 @@ RAW = "lake.raw"
 
 
 @pytest.fixture(scope="module")
+def as_shipped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+    """jaffle_shop with its staging models views, as dbt ships it: the marts read them."""
+    project = Project(tmp_path_factory.mktemp("jaffle_shop_views"), JAFFLE_SHOP)
+    config = project.directory / "dbt_project.yml"
+    config.write_text(config.read_text() + "    staging:\n      +materialized: view\n")
+    tests = project.directory / "models" / "staging" / "schema.yml"  # ivm_consistent: marts
+    consistent = "    data_tests: [dbt_duckstream.ivm_consistent]\n"
+    tests.write_text(tests.read_text().replace(consistent, ""))
+    project.dbt("deps")
+    seed(project)
+    project.first_run = project.dbt("run")
+    yield project
+
+
+@pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     project = Project(tmp_path_factory.mktemp("jaffle_shop"), JAFFLE_SHOP)
     project.dbt("deps")
@@ -159,3 +174,20 @@ def test_jaffle_shop_is_maintained_with_its_tests_passing(project: Project) -> N
         failed = {n: r["status"] for n, r in tested.results.items() if r["status"] != "pass"}
         assert not failed, failed
         assert_equals_reference(project)
+
+
+def test_marts_over_staging_views_are_maintained(as_shipped: Project) -> None:
+    """The marts read the tables below the views (``compiler/views.py``)."""
+    assert as_shipped.first_run is not None
+    marts = ("customers", "orders")
+    assert [as_shipped.first_run.strategies()[m] for m in marts] == ["initial", "initial"]
+    rng = random.Random(20261127)
+    for _ in range(ROUNDS):
+        with as_shipped.connect() as con:
+            change_raw_tables(con, rng)
+        run = as_shipped.dbt("run")
+        assert [run.strategies()[m] for m in marts] == ["incremental", "incremental"]
+        tested = as_shipped.dbt("test")
+        failed = {n: r["status"] for n, r in tested.results.items() if r["status"] != "pass"}
+        assert not failed, failed
+        assert_equals_reference(as_shipped)

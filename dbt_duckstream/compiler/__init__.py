@@ -5,6 +5,7 @@ from .apply import Maintenance
 from .parse import parse_sql, parse_table, qualify_sql, source_tables
 from .plan import PLAN_FORMAT, STATE_PREFIX, IVMPlan, compile_ivm
 from .tree import Schema
+from .views import inline_views
 
 __all__ = [
     "PLAN_FORMAT",
@@ -13,6 +14,7 @@ __all__ = [
     "Maintenance",
     "Schema",
     "compile_ivm",
+    "inline_views",
     "parse_sql",
     "parse_table",
     "qualify_sql",

@@ -15,7 +15,7 @@ from sqlglot.schema import MappingSchema
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
 from .tree import Schema
-from .validate import check_deterministic
+from .validate import check_column_lists, check_deterministic
 
 
 def parse_sql(sql: str) -> exp.Expr:
@@ -28,6 +28,7 @@ def parse_sql(sql: str) -> exp.Expr:
         raise UnsupportedSQLError(f"{len(statements)} statements", "a model is one SELECT")
     statement = statements[0]
     check_deterministic(statement)
+    check_column_lists(statement)
     if isinstance(statement, exp.Query) and not _ordered_rows_matter(statement):
         # A table has no order; ORDER BY at the top changes nothing that is stored.
         statement.set("order", None)
@@ -38,7 +39,7 @@ def parse_sql(sql: str) -> exp.Expr:
 def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:
     """The base tables a model reads (CTE names excluded), fully qualified."""
     found: dict[str, TableRef] = {}
-    for _, ref in _base_tables(_tables_qualified(sql, catalog, db), catalog):
+    for _, ref in base_tables(tables_qualified(sql, catalog, db), catalog):
         found.setdefault(ref.key, ref)
     return list(found.values())
 
@@ -46,8 +47,8 @@ def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:
 def pinned_sql(sql: str, catalog: str, db: str, versions: dict[str, int]) -> str:
     """The model's SQL with each source in ``versions`` (by key) read at its snapshot there:
     the query as written, so that DuckDB plans it as it plans the model."""
-    statement = _tables_qualified(sql, catalog, db).copy()
-    for table, ref in _base_tables(statement, catalog):
+    statement = tables_qualified(sql, catalog, db).copy()
+    for table, ref in base_tables(statement, catalog):
         if ref.key in versions:
             table.set(
                 "when",
@@ -59,7 +60,7 @@ def pinned_sql(sql: str, catalog: str, db: str, versions: dict[str, int]) -> str
 
 
 @lru_cache(maxsize=256)
-def _tables_qualified(sql: str, catalog: str, db: str) -> exp.Expr:
+def tables_qualified(sql: str, catalog: str, db: str) -> exp.Expr:
     """Shared by every caller with the same arguments (parsing and qualifying take a few ms,
     and a run rebuilding for cost pins the SQL its plan was compiled from): copy to change."""
     return qualify(
@@ -74,7 +75,8 @@ def _tables_qualified(sql: str, catalog: str, db: str) -> exp.Expr:
     )
 
 
-def _base_tables(statement: exp.Expr, catalog: str) -> Iterator[tuple[exp.Table, TableRef]]:
+def base_tables(statement: exp.Expr, catalog: str) -> Iterator[tuple[exp.Table, TableRef]]:
+    """The tables of a statement that ``tables_qualified`` qualified, and what they name."""
     for table in statement.find_all(exp.Table):
         if table.db and isinstance(table.this, exp.Identifier):
             yield table, TableRef(table.catalog or catalog, table.db, table.name)

@@ -48,6 +48,8 @@ class IVMPlan:
     #: the snapshot of the model's catalog before its sources' schemas were read, when known:
     #: a change to them after it may be missing from the plan (``runtime.unchanged``)
     described_at: int | None = None
+    #: the views the model's SQL read, inlined (``views``): ``sql`` holds their definitions
+    views: tuple[str, ...] = ()
 
     @property
     def catalogs(self) -> tuple[str, ...]:

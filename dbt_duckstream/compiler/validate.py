@@ -62,8 +62,15 @@ def function_name(node: exp.Expr) -> str:
 
 
 def check_deterministic(expression: exp.Expr) -> None:
-    """Raise when the SQL calls a function whose value is not a function of its inputs."""
+    """Raise when the SQL calls a function whose value is not a function of its inputs, or
+    samples a table."""
     for node in expression.walk():
+        if isinstance(node, exp.TableSample):
+            raise UnsupportedSQLError(
+                "a sample of a table (USING SAMPLE, TABLESAMPLE)",
+                "it picks other rows as the table changes, so the table could never equal a "
+                "recomputation; set ivm_fallback='rebuild' to rebuild the model every run",
+            )
         is_named = isinstance(node, exp.Anonymous | exp.Func)
         if isinstance(node, _NON_DETERMINISTIC_NODES) or (
             is_named and function_name(node) in _NON_DETERMINISTIC_NAMES
@@ -73,6 +80,15 @@ def check_deterministic(expression: exp.Expr) -> None:
                 "its value changes between runs, so the table could never equal a "
                 "recomputation; set ivm_fallback='rebuild' to rebuild the model every run",
             )
+
+
+def check_column_lists(expression: exp.Expr) -> None:
+    """Raise for DuckDB's ``COLUMNS(...)``, which stands for columns chosen when DuckDB binds
+    the query: the compiler must know every column an expression reads."""
+    for node in expression.find_all(exp.Columns):
+        raise UnsupportedSQLError(
+            f"{node.sql(dialect='duckdb')} expression", "name the columns it stands for"
+        )
 
 
 #: how the order-dependent aggregates are named in messages (sqlglot renames some)

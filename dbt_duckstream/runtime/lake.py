@@ -305,6 +305,25 @@ def table_ids(con: duckdb.DuckDBPyConnection, tables: list[TableRef]) -> dict[st
     return found
 
 
+def view_definitions(con: duckdb.DuckDBPyConnection, tables: Iterable[TableRef]) -> dict[str, str]:
+    """The ``CREATE VIEW`` statements of those of ``tables`` that are views, by key, in one
+    query; names match without regard to case, as DuckDB matches them."""
+    wanted: dict[tuple[str, str, str], list[str]] = {}
+    for t in tables:
+        wanted.setdefault((t.catalog.lower(), t.schema.lower(), t.name.lower()), []).append(t.key)
+    if not wanted:
+        return {}
+    rows = con.execute(
+        f"SELECT lower(database_name), lower(schema_name), lower(view_name), sql "
+        f"FROM {BUILTIN}.duckdb_views() WHERE NOT internal AND NOT temporary"
+    ).fetchall()
+    return {
+        key: definition
+        for catalog, schema, name, definition in rows
+        for key in wanted.get((catalog, schema, name), [])
+    }
+
+
 def table_names(
     con: duckdb.DuckDBPyConnection, catalog: str, schema: str, prefix: str
 ) -> list[str]:

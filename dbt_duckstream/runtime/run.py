@@ -17,7 +17,15 @@ from functools import partial
 
 import duckdb
 
-from ..compiler import STATE_PREFIX, IVMPlan, Schema, compile_ivm, parse_table, source_tables
+from ..compiler import (
+    STATE_PREFIX,
+    IVMPlan,
+    Schema,
+    compile_ivm,
+    inline_views,
+    parse_table,
+    source_tables,
+)
 from ..compiler.operators.scan import AMBIGUOUS_ROWIDS
 from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
@@ -45,6 +53,7 @@ from .lake import (
     table_names,
     tables_columns,
     transaction,
+    view_definitions,
 )
 from .turns import LAKE
 from .unchanged import commit_info
@@ -93,8 +102,8 @@ def prepare(
     db: str = "main",
 ) -> IVMPlan:
     """Compile model SQL against the live catalog: source schemas and exact output types."""
-    sql = bare_statement(sql)
     target_ref = parse_table(target, catalog, db) if isinstance(target, str) else target
+    sql, views = inline_views(bare_statement(sql), catalog, db, partial(view_definitions, con))
     lakes = ducklake_catalogs(con)
     if target_ref.catalog not in lakes:
         raise ConfigurationError(
@@ -134,7 +143,7 @@ def prepare(
     plan = compile_ivm(
         sql, target=target_ref, schema=schema, catalog=catalog, db=db, output_columns=output
     )
-    return replace(plan, described_at=described_at)
+    return replace(plan, described_at=described_at, views=views)
 
 
 @contextmanager

@@ -97,11 +97,13 @@ def commit_info(
 ) -> CommitInfo:
     """What a run of ``plan`` pinned at ``pinned`` records in its commit: all of it when its
     sources live in the model's own catalog and their schemas' snapshot is known, else the
-    token alone."""
+    token alone. A model that reads views gets the token alone: its SQL as dbt gives it
+    names the views, whose definitions may change with its text unchanged."""
     catalog = plan.target.catalog
     source_ids = [ids.get(s.key) for s in plan.sources]
     if (
-        not plan.sources
+        plan.views
+        or not plan.sources
         or plan.described_at is None
         or catalog not in pinned
         or any(s.catalog != catalog for s in plan.sources)
