@@ -252,6 +252,13 @@ def test_repeated_column_names_are_stored_as_create_table_as_stores_them(model, 
     assert len({name.lower() for name, _ in stored}) == len(stored)
 
 
+def test_a_model_reading_its_own_table_is_refused(model, lake):
+    """The filter an ``incremental`` model keeps under ``is_incremental()``, left in place."""
+    sql = "SELECT * FROM t WHERE k > (SELECT coalesce(max(k), 0) FROM lake.main.M)"
+    with pytest.raises(UnsupportedSQLError, match=r"reads its own table lake\.main\.m"):
+        Model(lake, "m", sql)
+
+
 def test_sql_duckdb_cannot_plan_is_rejected_when_the_model_is_built(lake):
     """DuckDB 1.5.5 binds but cannot plan a correlated subquery over a FULL JOIN with a
     recursive CTE: the tree could maintain it, but nothing could recompute it."""

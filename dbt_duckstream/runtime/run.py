@@ -113,6 +113,12 @@ def prepare(
         )
     sources = source_tables(sql, catalog, db)
     for source in sources:
+        if source.key.lower() == target_ref.key.lower():
+            raise UnsupportedSQLError(
+                f"a model that reads its own table {target_ref.key}",
+                "a run finds what changed in the sources itself: drop the filter on the model's "
+                "rows ({{ this }}, an is_incremental() block)",
+            )
         if source.catalog not in lakes:
             raise ConfigurationError(
                 f"source {source.key} is not in a DuckLake catalog: incremental maintenance "
