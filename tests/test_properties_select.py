@@ -37,6 +37,14 @@ FAMILIES: dict[str, dict[str, str]] = {
         "LIMIT 3) SELECT top.id, s.name FROM top JOIN s ON top.id = s.k",
         "t_by_window": "SELECT k, v FROM r ORDER BY row_number() OVER (ORDER BY id, k, g, v, x) "
         "LIMIT 2",
+        "t_one_row": "SELECT count(*) AS n, sum(v) AS s FROM r WHERE k > 0 LIMIT 5",
+        "t_one_row_joined": "SELECT * FROM (SELECT max(v) AS m, count(DISTINCT g) AS d FROM r) "
+        "AS a, (SELECT count(*) AS n FROM t HAVING count(*) > 1) AS b LIMIT 100",
+        "t_order_by_expression": "SELECT k, g, sum(v) AS s FROM r GROUP BY k, g "
+        "ORDER BY CASE WHEN k > 1 THEN k END NULLS FIRST, s DESC NULLS LAST, k, g LIMIT 3",
+        "t_order_by_grouping": "SELECT k, g, sum(v) AS s FROM r GROUP BY ROLLUP (k, g) "
+        "ORDER BY grouping(k) + grouping(g), CASE WHEN grouping(g) = 0 THEN k END NULLS FIRST, "
+        "s, k, g LIMIT 4",
         "t_in_subquery": "SELECT q.id, q.v * 2 AS v2 FROM "
         "(SELECT id, v FROM r WHERE v IS NOT NULL ORDER BY v DESC, id, k, g, x LIMIT 3) AS q",
     },

@@ -14,6 +14,7 @@ from sqlglot.schema import MappingSchema
 
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
+from .limits import drop_idle_limits
 from .tree import Schema
 from .validate import check_column_lists, check_deterministic
 
@@ -29,6 +30,7 @@ def parse_sql(sql: str) -> exp.Expr:
     statement = statements[0]
     check_deterministic(statement)
     check_column_lists(statement)
+    drop_idle_limits(statement)
     if isinstance(statement, exp.Query) and not _ordered_rows_matter(statement):
         # A table has no order; ORDER BY at the top changes nothing that is stored.
         statement.set("order", None)

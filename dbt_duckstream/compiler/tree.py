@@ -423,6 +423,19 @@ def _order_terms(node: exp.Expr, *, limited: bool) -> list[exp.Ordered]:
     return list(order.expressions) if limited and order is not None else []
 
 
+def _outputs_named(expression: exp.Expr, outputs: dict[str, exp.Expr]) -> exp.Expr:
+    """An ORDER BY expression with the names of the block's outputs it uses (left
+    unqualified by the qualifier, as DuckDB reads them: ``ORDER BY CASE WHEN k > 0 THEN k
+    END`` where ``k`` is selected) replaced by the expressions they name."""
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and node.name in outputs:
+            return outputs[node.name].copy()
+        return node
+
+    return expression.copy().transform(replace)
+
+
 def _resolve_term(
     term: exp.Expr,
     names: list[str] | tuple[str, ...],
@@ -440,7 +453,7 @@ def _resolve_term(
             )
         resolved: exp.Expr = _plain_column(expression.name)
     else:
-        flat = _flatten(expression)
+        flat = _flatten(_outputs_named(expression, outputs))
         same = [n for n, e in outputs.items() if expr_sql(e) == expr_sql(flat)]
         if same:
             resolved = _plain_column(same[0])
