@@ -288,6 +288,40 @@ def conjuncts(predicate: exp.Expr) -> list[exp.Expr]:
     return [predicate]
 
 
+def disjuncts(predicate: exp.Expr) -> list[exp.Expr]:
+    """The terms of a disjunction, through nested ORs and parentheses."""
+    if isinstance(predicate, exp.Or):
+        return [*disjuncts(predicate.this), *disjuncts(predicate.expression)]
+    if isinstance(predicate, exp.Paren):
+        return disjuncts(predicate.this)
+    return [predicate]
+
+
+def factored(predicate: exp.Expr) -> exp.Expr:
+    """A disjunction whose branches all hold the same conjuncts, with those pulled out:
+    ``(a AND b) OR (a AND c)`` is ``a AND (b OR c)``, in SQL's three-valued logic too (and
+    ``a OR (a AND b)`` is ``a``). Anything else as it is.
+
+    >>> factored(sqlglot.parse_one("(k = o.k AND b = 1) OR (c = 2 AND k = o.k)")).sql()
+    'k = o.k AND (b = 1 OR c = 2)'
+    >>> factored(sqlglot.parse_one("(k = o.k AND b = 1) OR c = 2")).sql()
+    '(k = o.k AND b = 1) OR c = 2'
+    """
+    branches = [conjuncts(branch) for branch in disjuncts(predicate)]
+    if len(branches) < 2:
+        return predicate
+    shared = {expr_sql(c) for c in branches[0]}
+    for branch in branches[1:]:
+        shared &= {expr_sql(c) for c in branch}
+    if not shared:
+        return predicate
+    common = [c.copy() for c in branches[0] if expr_sql(c) in shared]
+    rests = [[c.copy() for c in branch if expr_sql(c) not in shared] for branch in branches]
+    if any(not rest for rest in rests):
+        return exp.and_(*common)
+    return exp.and_(*common, exp.paren(exp.or_(*(exp.and_(*rest) for rest in rests))))
+
+
 def expr_sql(expression: exp.Expr) -> str:
     """A sqlglot expression as DuckDB SQL."""
     return expression.sql(dialect="duckdb")

@@ -134,6 +134,10 @@ FAMILIES: dict[str, dict[str, str]] = {
         "sq_in_agg": "SELECT r.g, sum(r.v - (SELECT min(z) FROM t)) AS d FROM r GROUP BY r.g",
         "sq_nested": "SELECT s.name FROM s WHERE s.k IN (SELECT t.k FROM t WHERE t.z > "
         "(SELECT count(*) FROM r WHERE r.k = t.k))",
+        # the correlation in every branch of an OR (TPC-DS q41), and DISTINCT(x) ordered by x
+        "sq_or_branches": "SELECT DISTINCT(s.name) FROM s WHERE (SELECT count(*) FROM r "
+        "WHERE (r.k = s.k AND r.v > 1) OR (r.g = 'a' AND r.k = s.k)) > 0 "
+        "ORDER BY s.name NULLS FIRST LIMIT 3",
     },
 }
 

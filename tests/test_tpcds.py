@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import duckdb
 import pytest
 
-from dbt_duckstream import UnsupportedSQLError, prepare, refresh
+from dbt_duckstream import prepare, refresh
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake, load_extension
 
@@ -30,8 +30,6 @@ pytestmark = pytest.mark.slow
 
 SCALE = float(os.environ.get("DUCKSTREAM_TPCDS_SCALE", "0.01"))
 BATCHES = int(os.environ.get("DUCKSTREAM_TPCDS_BATCHES", "1"))
-#: the queries refused, and the construct each is refused for
-REFUSED = {41: "correlated scalar subquery whose correlation is not an equality"}
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +100,6 @@ def change(con: duckdb.DuckDBPyConnection, seed: int) -> None:
 def test_query_is_maintained(lake, number: int) -> None:
     con, queries = lake
     target = f"lake.models.q{number}"
-    if number in REFUSED:
-        with pytest.raises(UnsupportedSQLError, match=REFUSED[number]):
-            prepare(con, queries[number], target, catalog="lake", db="main")
-        return
     plan = prepare(con, queries[number], target, catalog="lake", db="main")
     assert refresh(con, plan, rebuild_above=None).strategy == "initial"
     for seed in range(BATCHES):

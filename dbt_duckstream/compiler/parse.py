@@ -14,6 +14,7 @@ from sqlglot.schema import MappingSchema
 
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
+from .factoring import factor_subquery_conditions
 from .limits import drop_idle_limits
 from .tree import Schema
 from .validate import check_column_lists, check_deterministic
@@ -31,11 +32,37 @@ def parse_sql(sql: str) -> exp.Expr:
     check_deterministic(statement)
     check_column_lists(statement)
     drop_idle_limits(statement)
+    factor_subquery_conditions(statement)
+    drop_idle_parentheses(statement)
     if isinstance(statement, exp.Query) and not _ordered_rows_matter(statement):
         # A table has no order; ORDER BY at the top changes nothing that is stored.
         statement.set("order", None)
     name_function_columns(statement)
     return statement
+
+
+#: where parentheses around a whole expression change nothing
+_WHOLE = (exp.Select, exp.Alias, exp.Group, exp.Ordered, exp.Distinct)
+
+
+def drop_idle_parentheses(statement: exp.Expr) -> None:
+    """Drop, in place, the parentheses around a column or a literal, a second pair, and those
+    around a whole selected, grouped or ordered expression: ``SELECT DISTINCT(k) ... ORDER BY
+    k`` and ``GROUP BY (k)`` name the column ``k`` itself.
+
+    >>> statement = sqlglot.parse_one(
+    ...     "SELECT DISTINCT(k), ((a + b)) * 2 AS c FROM t WHERE (k > 1) AND ((v < 3) OR (w))"
+    ... )
+    >>> drop_idle_parentheses(statement)
+    >>> statement.sql()
+    'SELECT DISTINCT k, (a + b) * 2 AS c FROM t WHERE (k > 1) AND ((v < 3) OR w)'
+    """
+    for paren in list(statement.find_all(exp.Paren)):
+        inner = paren.this
+        if isinstance(inner, exp.Column | exp.Literal | exp.Paren) or isinstance(
+            paren.parent, _WHOLE
+        ):
+            paren.replace(inner)
 
 
 def source_tables(sql: str, catalog: str, db: str) -> list[TableRef]:

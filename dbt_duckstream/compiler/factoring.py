@@ -1,0 +1,35 @@
+"""A condition repeated in every branch of an OR in a subquery's WHERE, pulled out of the OR.
+
+``WHERE (i_manufact = i1.i_manufact AND a) OR (i_manufact = i1.i_manufact AND b)`` (TPC-DS
+q41) correlates by one equality, ``i_manufact = i1.i_manufact AND (a OR b)``, which the
+subquery rules decorrelate; written inside the OR it reads as a correlation by a disjunction,
+which they refuse.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..sql import conjuncts, factored
+
+
+def factor_subquery_conditions(statement: exp.Expr) -> None:
+    """Rewrite, in place, the WHERE of every subquery in an expression so that no conjunct is
+    an OR whose branches share a condition (``sql.factored``)."""
+    for select in list(statement.find_all(exp.Select)):
+        where = select.args.get("where")
+        if where is None or not _in_an_expression(select):
+            continue
+        terms = [term for c in conjuncts(where.this) for term in conjuncts(factored(c))]
+        if len(terms) != len(conjuncts(where.this)):
+            select.set("where", exp.Where(this=exp.and_(*terms)))
+
+
+def _in_an_expression(select: exp.Select) -> bool:
+    """Whether ``select`` is a subquery of a condition or a value (not a FROM item)."""
+    parent = select.parent
+    if isinstance(parent, exp.Subquery):
+        parent = parent.parent
+    return isinstance(parent, exp.Expr) and not isinstance(
+        parent, exp.From | exp.Join | exp.CTE | exp.Union | exp.Intersect | exp.Except
+    )
