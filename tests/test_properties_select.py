@@ -45,6 +45,7 @@ FAMILIES: dict[str, dict[str, str]] = {
         "t_order_by_grouping": "SELECT k, g, sum(v) AS s FROM r GROUP BY ROLLUP (k, g) "
         "ORDER BY grouping(k) + grouping(g), CASE WHEN grouping(g) = 0 THEN k END NULLS FIRST, "
         "s, k, g LIMIT 4",
+        "t_shadowed_name": "SELECT v AS k, id FROM r ORDER BY -k NULLS FIRST, id, g, x, v LIMIT 2",
         "t_in_subquery": "SELECT q.id, q.v * 2 AS v2 FROM "
         "(SELECT id, v FROM r WHERE v IS NOT NULL ORDER BY v DESC, id, k, g, x LIMIT 3) AS q",
     },

@@ -71,6 +71,11 @@
    retired, and time travel to the cursor then brought deleted rows back
    (duckdb/ducklake#1406). Found by the pre-image property family, whose oracle trusted time
    travel too.
+20. A top-N ordered by an expression over a name that is both a selected alias and an input
+   column (``SELECT v AS k FROM r ORDER BY -k LIMIT 2``) kept the rows of the alias's order:
+   sqlglot's qualifier takes the name for the alias, DuckDB binds it to the input column
+   inside an expression (a bare ``ORDER BY k`` is the alias in both). Found while adding
+   ORDER BY expressions over outputs (TPC-DS q70, q86).
 """
 
 from __future__ import annotations
@@ -567,3 +572,25 @@ def test_a_window_holding_a_rewrite_and_then_a_flush_rebuilds(lake):
     result = other.refresh()
     assert "duckdb/ducklake#1406" in result.reason, result.reason
     other.assert_consistent()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT v AS k FROM r ORDER BY -k, id LIMIT 2",
+        "SELECT v AS k, id FROM r ORDER BY k + 0, id LIMIT 2",
+        "SELECT r.v AS z, t.z AS tz FROM r JOIN t ON r.k = t.k ORDER BY -z, r.id LIMIT 2",
+    ],
+)
+def test_an_order_by_expression_binds_a_name_to_the_input_column_first(lake, sql):
+    lake.execute("CREATE TABLE r (id INTEGER, k INTEGER, v INTEGER)")
+    lake.execute("CREATE TABLE t (k INTEGER, z INTEGER)")
+    lake.execute("INSERT INTO r VALUES (1, 1, 10), (2, 2, 5), (3, 3, 1), (4, 2, 7)")
+    lake.execute("INSERT INTO t VALUES (1, 9), (2, 1), (3, 5)")
+    model = Model(lake, "m", sql)
+    model.refresh()
+    model.assert_consistent()
+    lake.execute("INSERT INTO r VALUES (5, 3, 20)")
+    lake.execute("DELETE FROM r WHERE id = 2")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()

@@ -20,8 +20,10 @@ def factor_subquery_conditions(statement: exp.Expr) -> None:
         where = select.args.get("where")
         if where is None or not _in_an_expression(select):
             continue
-        terms = [term for c in conjuncts(where.this) for term in conjuncts(factored(c))]
-        if len(terms) != len(conjuncts(where.this)):
+        given = conjuncts(where.this)
+        rewritten = [factored(c) for c in given]
+        if any(new is not old for new, old in zip(rewritten, given, strict=True)):
+            terms = [term for r in rewritten for term in conjuncts(r)]
             select.set("where", exp.Where(this=exp.and_(*terms)))
 
 

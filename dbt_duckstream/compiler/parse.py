@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.schema import MappingSchema
 
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
@@ -112,10 +113,11 @@ def base_tables(statement: exp.Expr, catalog: str) -> Iterator[tuple[exp.Table, 
 
 
 def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
+    mapping = MappingSchema(cast("dict[str, object]", schema), dialect="duckdb")
     try:
-        return qualify(
+        qualified = qualify(
             parse_sql(sql),
-            schema=MappingSchema(cast("dict[str, object]", schema), dialect="duckdb"),
+            schema=mapping,
             catalog=catalog,
             db=db,
             dialect="duckdb",
@@ -124,6 +126,36 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
         )
     except OptimizeError as error:
         raise ConfigurationError(f"cannot resolve the model SQL: {error}") from error
+    _bind_order_names_to_inputs(qualified, mapping)
+    return qualified
+
+
+def _bind_order_names_to_inputs(qualified: exp.Expr, schema: MappingSchema) -> None:
+    """Qualify, in place, the names inside an ORDER BY expression that the qualifier took
+    for the select list's but that name an input column of one FROM item: DuckDB binds a
+    name inside an expression to the input first (``SELECT v AS k FROM r ORDER BY -k``
+    orders by ``r.k``); a bare ``ORDER BY k`` stays the output."""
+    for scope in traverse_scope(qualified):
+        order = scope.expression.args.get("order")
+        if not isinstance(scope.expression, exp.Select) or order is None:
+            continue
+        columns: dict[str, set[str]] = {}
+        for alias, source in scope.sources.items():
+            if isinstance(source, exp.Table):
+                names = schema.column_names(source)
+            else:
+                query = source.expression
+                names = query.named_selects if isinstance(query, exp.Query) else []
+            columns[alias] = {n.lower() for n in names}
+        for term in order.expressions:
+            if isinstance(term.this, exp.Column):
+                continue
+            for column in term.this.find_all(exp.Column):
+                if column.table:
+                    continue
+                owners = [a for a, names in columns.items() if column.name.lower() in names]
+                if len(owners) == 1:
+                    column.set("table", exp.to_identifier(owners[0], quoted=True))
 
 
 def parse_table(name: str, catalog: str, db: str) -> TableRef:

@@ -197,12 +197,13 @@ class _Builder:
         # ORDER BY and DISTINCT ON terms name outputs, or compute hidden outputs
         hidden: list[tuple[str, exp.Expr]] = []
         limited = select.args.get("limit") is not None or select.args.get("offset") is not None
+        named = dict(zip(names, [e for _, e in outputs], strict=True))
         order = [
-            _resolve_term(o, names, dict(zip(names, [e for _, e in outputs], strict=True)), hidden)
+            _resolve_term(o, names, named, hidden, relation.columns)
             for o in _order_terms(select, limited=limited or on is not None)
         ]
         distinct_on = [
-            _resolve_term(e, names, dict(zip(names, [e for _, e in outputs], strict=True)), hidden)
+            _resolve_term(e, names, named, hidden, relation.columns)
             for e in (on.expressions if on is not None else [])
         ]
         expressions = [e for _, e in outputs]
@@ -423,13 +424,25 @@ def _order_terms(node: exp.Expr, *, limited: bool) -> list[exp.Ordered]:
     return list(order.expressions) if limited and order is not None else []
 
 
-def _outputs_named(expression: exp.Expr, outputs: dict[str, exp.Expr]) -> exp.Expr:
-    """An ORDER BY expression with the names of the block's outputs it uses (left
-    unqualified by the qualifier, as DuckDB reads them: ``ORDER BY CASE WHEN k > 0 THEN k
-    END`` where ``k`` is selected) replaced by the expressions they name."""
+def _outputs_named(
+    expression: exp.Expr, outputs: dict[str, exp.Expr], inputs: tuple[str, ...]
+) -> exp.Expr:
+    """An ORDER BY expression with the names the qualifier left unqualified (it takes them
+    for the select list's) bound as DuckDB binds them inside an expression: to the block's
+    input column of that name when there is one (``inputs``: flattened ``alias.column``
+    names; ``SELECT v AS k ... ORDER BY -k`` orders by the input ``k``), else to the output
+    (``ORDER BY CASE WHEN lvl = 0 THEN a END`` where ``lvl`` is selected)."""
+    found: dict[str, list[str]] = {}
+    for column in inputs:
+        found.setdefault(column.split(".", 1)[-1], []).append(column)
 
     def replace(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column) and not node.table and node.name in outputs:
+        if not isinstance(node, exp.Column) or node.table:
+            return node
+        columns = found.get(node.name, [])
+        if len(columns) == 1:
+            return _plain_column(columns[0])
+        if not columns and node.name in outputs:
             return outputs[node.name].copy()
         return node
 
@@ -441,6 +454,7 @@ def _resolve_term(
     names: list[str] | tuple[str, ...],
     outputs: dict[str, exp.Expr],
     hidden: list[tuple[str, exp.Expr]],
+    inputs: tuple[str, ...] = (),
 ) -> exp.Expr:
     """An ORDER BY or DISTINCT ON term over the block's output columns: a bare name is an
     output, an expression equal to an output is that output, and any other expression over
@@ -453,7 +467,7 @@ def _resolve_term(
             )
         resolved: exp.Expr = _plain_column(expression.name)
     else:
-        flat = _flatten(_outputs_named(expression, outputs))
+        flat = _flatten(_outputs_named(expression, outputs, inputs))
         same = [n for n, e in outputs.items() if expr_sql(e) == expr_sql(flat)]
         if same:
             resolved = _plain_column(same[0])
