@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ..errors import UnsupportedSQLError
 from .subqueries import outside_subqueries
+from .validate import limit_value
 from .windows import is_window_function
 
 
@@ -33,14 +35,10 @@ def drop_idle_limits(statement: exp.Expr) -> None:
     'SELECT * FROM (SELECT SUM(x) AS s FROM t) AS a LEFT JOIN u ON u.k = a.s LIMIT 3'
     """
     for select in list(statement.find_all(exp.Select)):
-        limit = select.args.get("limit")
-        if limit is None or select.args.get("offset") is not None:
+        if select.args.get("offset") is not None:
             continue
-        value = limit.args.get("expression") or limit.this
-        options = limit.args.get("limit_options")
-        if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
-            continue
-        if _positive_integer(value) and at_most_one_row(select, below_limit=True):
+        limit = _constant_limit(select)
+        if limit is not None and limit >= 1 and at_most_one_row(select, below_limit=True):
             select.set("limit", None)
 
 
@@ -52,8 +50,8 @@ def at_most_one_row(query: exp.Expr, *, below_limit: bool = False) -> bool:
         return at_most_one_row(query.this)
     if not isinstance(query, exp.Select):
         return False
-    limit = None if below_limit else query.args.get("limit")
-    if limit is not None and _at_most_one(limit.args.get("expression") or limit.this):
+    limit = None if below_limit else _constant_limit(query)
+    if limit is not None and limit <= 1:
         return True
     if query.args.get("group") is not None or _returns_sets(query):
         return False
@@ -85,9 +83,10 @@ def _returns_sets(query: exp.Select) -> bool:
     )
 
 
-def _positive_integer(value: exp.Expr | None) -> bool:
-    return isinstance(value, exp.Literal) and value.this.isdigit() and int(value.this) >= 1
-
-
-def _at_most_one(value: exp.Expr | None) -> bool:
-    return isinstance(value, exp.Literal) and value.this.isdigit() and int(value.this) <= 1
+def _constant_limit(select: exp.Select) -> int | None:
+    """The SELECT's LIMIT when it is a constant row count (``validate.limit_value``); None
+    without one, or for a LIMIT a top-N refuses later, naming it."""
+    try:
+        return limit_value(select, "limit")
+    except UnsupportedSQLError:
+        return None

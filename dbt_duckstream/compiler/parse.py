@@ -131,14 +131,21 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
 
 
 def _bind_order_names_to_inputs(qualified: exp.Expr, schema: MappingSchema) -> None:
-    """Qualify, in place, the names inside an ORDER BY expression that the qualifier took
-    for the select list's but that name an input column of one FROM item: DuckDB binds a
-    name inside an expression to the input first (``SELECT v AS k FROM r ORDER BY -k``
-    orders by ``r.k``); a bare ``ORDER BY k`` stays the output."""
+    """Qualify, in place, the names inside an ORDER BY or DISTINCT ON expression that the
+    qualifier took for the select list's but that name an input column of one FROM item:
+    DuckDB binds a name inside an expression to the input first (``SELECT v AS k FROM r
+    ORDER BY -k`` orders by ``r.k``); a bare ``ORDER BY k`` stays the output."""
     for scope in traverse_scope(qualified):
-        order = scope.expression.args.get("order")
-        if not isinstance(scope.expression, exp.Select) or order is None:
+        select = scope.expression
+        if not isinstance(select, exp.Select):
             continue
+        order = select.args.get("order")
+        distinct = select.args.get("distinct")
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        terms = [
+            *(o.this for o in (order.expressions if order is not None else [])),
+            *(on.expressions if on is not None else []),
+        ]
         columns: dict[str, set[str]] = {}
         for alias, source in scope.sources.items():
             if isinstance(source, exp.Table):
@@ -147,10 +154,10 @@ def _bind_order_names_to_inputs(qualified: exp.Expr, schema: MappingSchema) -> N
                 query = source.expression
                 names = query.named_selects if isinstance(query, exp.Query) else []
             columns[alias] = {n.lower() for n in names}
-        for term in order.expressions:
-            if isinstance(term.this, exp.Column):
+        for term in terms:
+            if isinstance(term, exp.Column):
                 continue
-            for column in term.this.find_all(exp.Column):
+            for column in term.find_all(exp.Column):
                 if column.table:
                     continue
                 owners = [a for a, names in columns.items() if column.name.lower() in names]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
-from ..sql import TableRef, expr_sql
+from ..sql import TableRef, expr_sql, unique_names
 from .grouping import grouping_sets, grouping_value, has_grouping_sets
 from .operators import (
     SET_OPERATIONS,
@@ -192,18 +192,18 @@ class _Builder:
         having_predicate = (
             _flatten(subqueries.replace(having.this, above=True)) if having is not None else None
         )
-        names = _unique(n for n, _ in outputs)
+        names = unique_names(n for n, _ in outputs)
         qualify = _flatten(qualify_clause.this) if qualify_clause is not None else None
         # ORDER BY and DISTINCT ON terms name outputs, or compute hidden outputs
         hidden: list[tuple[str, exp.Expr]] = []
         limited = select.args.get("limit") is not None or select.args.get("offset") is not None
         named = dict(zip(names, [e for _, e in outputs], strict=True))
         order = [
-            _resolve_term(o, names, named, hidden, relation.columns)
+            _resolve_term(o, names, named, hidden)
             for o in _order_terms(select, limited=limited or on is not None)
         ]
         distinct_on = [
-            _resolve_term(e, names, named, hidden, relation.columns)
+            _resolve_term(e, names, named, hidden)
             for e in (on.expressions if on is not None else [])
         ]
         expressions = [e for _, e in outputs]
@@ -424,25 +424,14 @@ def _order_terms(node: exp.Expr, *, limited: bool) -> list[exp.Ordered]:
     return list(order.expressions) if limited and order is not None else []
 
 
-def _outputs_named(
-    expression: exp.Expr, outputs: dict[str, exp.Expr], inputs: tuple[str, ...]
-) -> exp.Expr:
-    """An ORDER BY expression with the names the qualifier left unqualified (it takes them
-    for the select list's) bound as DuckDB binds them inside an expression: to the block's
-    input column of that name when there is one (``inputs``: flattened ``alias.column``
-    names; ``SELECT v AS k ... ORDER BY -k`` orders by the input ``k``), else to the output
-    (``ORDER BY CASE WHEN lvl = 0 THEN a END`` where ``lvl`` is selected)."""
-    found: dict[str, list[str]] = {}
-    for column in inputs:
-        found.setdefault(column.split(".", 1)[-1], []).append(column)
+def _outputs_named(expression: exp.Expr, outputs: dict[str, exp.Expr]) -> exp.Expr:
+    """An ORDER BY or DISTINCT ON expression with the names of the block's outputs it uses
+    (left unqualified: ``qualify_sql`` has bound those that name an input column to it)
+    replaced by the expressions they name (``ORDER BY CASE WHEN lvl = 0 THEN a END`` where
+    ``lvl`` is selected)."""
 
     def replace(node: exp.Expr) -> exp.Expr:
-        if not isinstance(node, exp.Column) or node.table:
-            return node
-        columns = found.get(node.name, [])
-        if len(columns) == 1:
-            return _plain_column(columns[0])
-        if not columns and node.name in outputs:
+        if isinstance(node, exp.Column) and not node.table and node.name in outputs:
             return outputs[node.name].copy()
         return node
 
@@ -454,7 +443,6 @@ def _resolve_term(
     names: list[str] | tuple[str, ...],
     outputs: dict[str, exp.Expr],
     hidden: list[tuple[str, exp.Expr]],
-    inputs: tuple[str, ...] = (),
 ) -> exp.Expr:
     """An ORDER BY or DISTINCT ON term over the block's output columns: a bare name is an
     output, an expression equal to an output is that output, and any other expression over
@@ -467,7 +455,7 @@ def _resolve_term(
             )
         resolved: exp.Expr = _plain_column(expression.name)
     else:
-        flat = _flatten(_outputs_named(expression, outputs, inputs))
+        flat = _flatten(_outputs_named(expression, outputs))
         same = [n for n, e in outputs.items() if expr_sql(e) == expr_sql(flat)]
         if same:
             resolved = _plain_column(same[0])
@@ -737,17 +725,3 @@ def _over_aggregate(
                 "every selected column must be grouped or aggregated",
             )
     return rewritten
-
-
-def _unique(names) -> list[str]:
-    """Disambiguate repeated output names the way DuckDB does (``id``, ``id_1``, ...)."""
-    seen: set[str] = set()
-    result = []
-    for name in names:
-        candidate, n = name, 0
-        while candidate in seen:
-            n += 1
-            candidate = f"{name}_{n}"
-        seen.add(candidate)
-        result.append(candidate)
-    return result
