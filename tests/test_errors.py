@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from dbt_duckstream import ConfigurationError, UnsupportedSQLError, compile_ivm
+from dbt_duckstream import ConfigurationError, UnsupportedSQLError, compile_ivm, prepare
+
+from .harness import fresh_lake
 
 SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "INTEGER"}}}}
 
@@ -77,6 +79,10 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT a, max(COLUMNS(['b'])) FROM t GROUP BY a", "COLUMNS(['b']) expression"),
         ("SELECT COLUMNS('a|b') FROM t", "expression"),
         ("SELECT 1 AS one", "a model that reads no table"),
+        ("SELECT b, approx_quantile(a, 0.5) AS q FROM t GROUP BY b", "approx_quantile()"),
+        ("SELECT reservoir_quantile(a, 0.5) AS q FROM t", "reservoir_quantile()"),
+        ("SELECT b, approx_top_k(a, 2) AS q FROM t GROUP BY b", "approx_top_k()"),
+        ("SELECT b, json_group_array(a) AS j FROM t GROUP BY b", "json_group_array()"),
     ],
 )
 def test_unsupported_sql_names_the_construct(sql: str, construct: str) -> None:
@@ -120,3 +126,41 @@ def test_aggregates_without_an_algebraic_rule_recompute_touched_groups() -> None
     )
     assert list(plan.strategies().values()) == ["key-scoped recomputation"]
     assert "SEMI JOIN" in plan.explain()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT product(a) AS p FROM t",
+        "SELECT b, histogram(a) AS h, mad(a) AS m FROM t GROUP BY b",
+        "SELECT b, geomean(a) AS g, weighted_avg(a, a) AS w FROM t GROUP BY b",
+        "SELECT b, max(a, 2) AS top2 FROM t GROUP BY b",
+    ],
+)
+def test_duckdb_aggregates_unknown_to_sqlglot_recompute_touched_groups(sql: str) -> None:
+    """Read as functions of each row, ``product(a)`` alone failed to build, and beside a
+    GROUP BY was refused as a column outside it; ``max(a, 2)`` (a list) was folded as max."""
+    plan = compile_ivm(sql, target="m", schema=SCHEMA, catalog="lake")
+    assert list(plan.strategies().values()) == ["key-scoped recomputation"]
+
+
+def test_mean_and_count_star_fold_as_avg_and_count() -> None:
+    plan = compile_ivm(
+        "SELECT b, mean(a) AS m, count_star() AS n FROM t GROUP BY b",
+        target="m",
+        schema=SCHEMA,
+        catalog="lake",
+    )
+    assert list(plan.strategies().values()) == ["accumulators"]
+
+
+@pytest.mark.parametrize("fields", ["s.*", "unnest(s)"])
+def test_struct_fields_expanded_in_the_select_list_are_named_as_unsupported(fields: str) -> None:
+    """The compiler sees one column where DuckDB expands a STRUCT into its fields; the error
+    said only that the counts differed."""
+    with fresh_lake() as con:
+        con.execute("CREATE TABLE lake.main.t AS SELECT 1 AS id, {'a': 2, 'b': 'x'} AS s")
+        with pytest.raises(UnsupportedSQLError, match="several columns") as raised:
+            prepare(con, f"SELECT id, {fields} FROM t", "m", catalog="lake")
+    assert "id, a, b" in str(raised.value)
+    assert "s.a AS a" in str(raised.value)

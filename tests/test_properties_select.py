@@ -46,6 +46,11 @@ FAMILIES: dict[str, dict[str, str]] = {
         "ORDER BY grouping(k) + grouping(g), CASE WHEN grouping(g) = 0 THEN k END NULLS FIRST, "
         "s, k, g LIMIT 4",
         "t_shadowed_name": "SELECT v AS k, id FROM r ORDER BY -k NULLS FIRST, id, g, x, v LIMIT 2",
+        "t_order_by_all": "SELECT id, k, g, v, x FROM r ORDER BY ALL DESC LIMIT 3",
+        "t_order_by_all_grouped": "SELECT g, count(*) AS n FROM r GROUP BY ALL "
+        "ORDER BY ALL LIMIT 2",
+        "t_order_by_all_repeated": "SELECT s.k, t.k, t.z, s.name, s.w FROM s JOIN t ON s.k = t.k "
+        "ORDER BY ALL NULLS FIRST LIMIT 3",
         "t_in_subquery": "SELECT q.id, q.v * 2 AS v2 FROM "
         "(SELECT id, v FROM r WHERE v IS NOT NULL ORDER BY v DESC, id, k, g, x LIMIT 3) AS q",
     },
@@ -66,6 +71,11 @@ FAMILIES: dict[str, dict[str, str]] = {
         "FROM r GROUP BY k",
         "o_nested_floats": "SELECT k, {'n': count(*), 's': sum(x), 'a': avg(x)} AS st, "
         "[sum(x), max(x)] AS l FROM r GROUP BY k",
+        "o_duckdb_only": "SELECT g, product(v) AS p, histogram(k) AS h, mad(x) AS md, "
+        "geomean(v + 3) AS gm, mean(x) AS mx, max(v, 2) AS top2, count_star() AS n "
+        "FROM r GROUP BY g",
+        "o_duckdb_only_global": "SELECT product(x) AS p, entropy(g) AS e, kurtosis_pop(v) AS ku "
+        "FROM r WHERE k IS NOT NULL",
         "o_global": "SELECT string_agg(DISTINCT g, '|' ORDER BY g) AS gs, "
         "list(z ORDER BY z DESC) AS zs FROM r, t WHERE r.k = t.k",
     },

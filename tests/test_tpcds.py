@@ -15,7 +15,6 @@ another there.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 
 import duckdb
@@ -23,7 +22,7 @@ import pytest
 
 from dbt_duckstream import prepare, refresh
 from dbt_duckstream.runtime.consistency import differences
-from dbt_duckstream.runtime.lake import attach_lake, load_extension
+from tests.generated_lake import generated_lake
 
 pytest.importorskip("duckdb_extension_tpcds")
 pytestmark = pytest.mark.slow
@@ -35,27 +34,8 @@ BATCHES = int(os.environ.get("DUCKSTREAM_TPCDS_BATCHES", "1"))
 @pytest.fixture(scope="module")
 def lake() -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[int, str]]]:
     """TPC-DS generated into DuckLake (schema main), and the queries by number."""
-    with tempfile.TemporaryDirectory() as directory:
-        con = duckdb.connect()
-        load_extension(con, "tpcds")
-        con.execute(f"CALL dsdgen(sf={SCALE})")
-        tables = [
-            row[0]
-            for row in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory'"
-            ).fetchall()
-        ]
-        queries = dict(con.execute("SELECT query_nr, query FROM tpcds_queries()").fetchall())
-        attach_lake(con, f"{directory}/lake.ducklake", data_path=f"{directory}/data")
-        for table in tables:
-            con.execute(f"CREATE TABLE lake.main.{table} AS SELECT * FROM memory.main.{table}")
-            con.execute(f"DROP TABLE memory.main.{table}")
-        con.execute("CREATE SCHEMA lake.models")
-        con.execute("USE lake.main")
-        try:
-            yield con, queries
-        finally:
-            con.close()
+    with generated_lake("tpcds", f"CALL dsdgen(sf={SCALE})", "tpcds_queries") as generated:
+        yield generated
 
 
 #: each fact table, and its key that copies of its rows get anew

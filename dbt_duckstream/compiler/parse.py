@@ -15,6 +15,7 @@ from sqlglot.schema import MappingSchema
 
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
+from .aggregates import type_aggregate_calls
 from .factoring import factor_subquery_conditions
 from .limits import drop_idle_limits
 from .tree import Schema
@@ -32,6 +33,7 @@ def parse_sql(sql: str) -> exp.Expr:
     statement = statements[0]
     check_deterministic(statement)
     check_column_lists(statement)
+    type_aggregate_calls(statement)
     drop_idle_limits(statement)
     factor_subquery_conditions(statement)
     drop_idle_parentheses(statement)
@@ -126,8 +128,36 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
         )
     except OptimizeError as error:
         raise ConfigurationError(f"cannot resolve the model SQL: {error}") from error
+    _expand_order_by_all(qualified)
     _bind_order_names_to_inputs(qualified, mapping)
     return qualified
+
+
+def _expand_order_by_all(qualified: exp.Expr) -> None:
+    """Replace, in place, ``ORDER BY ALL`` by the select list's outputs, left to right, each
+    in the direction given (DuckDB's meaning); an output whose name repeats is ordered by its
+    expression."""
+    for select in qualified.find_all(exp.Select):
+        order = select.args.get("order")
+        terms = order.expressions if order is not None else []
+        if order is None or not (len(terms) == 1 and _is_all(terms[0].this)):
+            continue
+        names = [e.alias_or_name.lower() for e in select.expressions]
+        ordered = []
+        for output, name in zip(select.expressions, names, strict=True):
+            term = terms[0].copy()
+            term.set(
+                "this",
+                exp.column(output.alias_or_name, quoted=True)
+                if name and names.count(name) == 1
+                else output.unalias().copy(),
+            )
+            ordered.append(term)
+        order.set("expressions", ordered)
+
+
+def _is_all(term: exp.Expr) -> bool:
+    return isinstance(term, exp.Var) and term.name.upper() == "ALL"
 
 
 def _bind_order_names_to_inputs(qualified: exp.Expr, schema: MappingSchema) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ..errors import DuckstreamError
+from ..errors import UnsupportedSQLError
 from ..sql import TableRef, quote
 from .apply import Maintenance, delete_sql, deleted_by_key, insert_sql
 from .operators import Aggregate, Filter, Operator, Project, Scan
@@ -244,8 +244,12 @@ def compile_ivm(
     types: tuple[str, ...] | None = None
     if output_columns is not None:
         if len(output_columns) != len(columns):
-            raise DuckstreamError(
-                f"the model has {len(output_columns)} columns but the plan {len(columns)}"
+            raise UnsupportedSQLError(
+                "an expression that stands for several columns (DuckDB's columns: "
+                f"{', '.join(name for name, _ in output_columns)}; the compiler's: "
+                f"{', '.join(columns)})",
+                "a STRUCT's fields by s.* or unnest(s); select each field by name, "
+                "s.a AS a, s.b AS b",
             )
         columns = tuple(name for name, _ in output_columns)
         types = tuple(t for _, t in output_columns)

@@ -40,7 +40,8 @@ _NON_DETERMINISTIC_NAMES = frozenset(
     }
 )
 #: aggregates whose result depends on the order rows arrive in (``mode`` breaks a tie
-#: between equally frequent values by the first read)
+#: between equally frequent values by the first read; the sketches of ``approx_quantile``
+#: and ``approx_top_k`` and the sample of ``reservoir_quantile`` differ with the order)
 _ORDER_DEPENDENT_AGGREGATES: tuple[type[exp.Expr], ...] = (
     exp.Mode,
     exp.ArrayAgg,
@@ -48,15 +49,27 @@ _ORDER_DEPENDENT_AGGREGATES: tuple[type[exp.Expr], ...] = (
     exp.First,
     exp.Last,
     exp.AnyValue,
+    exp.ApproxQuantile,
+    exp.ApproxTopK,
 )
 _ORDER_DEPENDENT_NAMES = frozenset(
-    {"list", "string_agg", "listagg", "first", "last", "arbitrary", "any_value", "histogram"}
+    {"list", "string_agg", "listagg", "first", "last", "arbitrary", "any_value"}
+    | {"reservoir_quantile"}
 )
+#: order-dependent aggregates that an ORDER BY inside the call does not make exact, and what
+#: to use instead
+_UNORDERABLE = {
+    "any_value": "",
+    "arbitrary": "",
+    "approx_quantile": "; quantile_cont() and quantile_disc() are exact",
+    "reservoir_quantile": "; quantile_cont() and quantile_disc() are exact",
+    "approx_top_k": "; count the values and keep a top-N of the counts instead",
+}
 
 
 def function_name(node: exp.Expr) -> str:
     """The function's name as DuckDB spells it (``random``, not sqlglot's ``rand``)."""
-    if isinstance(node, exp.Anonymous):
+    if isinstance(node, exp.Anonymous | exp.AnonymousAggFunc):
         return str(node.this).lower()
     return node.sql(dialect="duckdb").split("(")[0].strip().lower()
 
@@ -99,6 +112,8 @@ _AGGREGATE_NAMES: dict[type[exp.Expr], str] = {
     exp.First: "first",
     exp.Last: "last",
     exp.AnyValue: "any_value",
+    exp.ApproxQuantile: "approx_quantile",
+    exp.ApproxTopK: "approx_top_k",
 }
 
 
@@ -108,17 +123,22 @@ def check_aggregate(node: exp.Expr) -> None:
     is maintained, ``string_agg(x, ',')`` is not)."""
     inner = node.this if isinstance(node, exp.Filter) else node
     if isinstance(inner, _ORDER_DEPENDENT_AGGREGATES) or (
-        isinstance(inner, exp.Anonymous) and function_name(inner) in _ORDER_DEPENDENT_NAMES
+        isinstance(inner, exp.Anonymous | exp.AnonymousAggFunc)
+        and function_name(inner) in _ORDER_DEPENDENT_NAMES
     ):
         name = _AGGREGATE_NAMES.get(type(inner)) or function_name(inner)
-        orderable = name not in ("any_value", "arbitrary")
+        orderable = name not in _UNORDERABLE
         if orderable and isinstance(inner.this, exp.Order):
             return
         detail = "its result depends on the order rows are read in"
         raise UnsupportedSQLError(
             f"order-dependent aggregate {name}()" + (" without ORDER BY" if orderable else ""),
             detail
-            + (f"; order it inside the call, e.g. {name}(x ORDER BY y)" if orderable else ""),
+            + (
+                f"; order it inside the call, e.g. {name}(x ORDER BY y)"
+                if orderable
+                else _UNORDERABLE[name]
+            ),
         )
 
 

@@ -41,6 +41,7 @@ def accumulator_for(index: int, call: exp.Expr) -> Accumulator:
     plain = (
         factory is not None
         and not inner.args.get("expressions")
+        and not inner.args.get("count")  # max(x, n): the n largest, a list
         and not isinstance(argument, exp.Distinct)
         and (predicate is not None or not isinstance(call, exp.Filter))
     )
