@@ -220,6 +220,50 @@ def test_unsupported_sql_fails_naming_the_construct(project: Project) -> None:
     assert "ivm_fallback='rebuild'" in run.output
 
 
+def test_empty_checks_the_sql_and_leaves_every_table_as_it_is(project: Project) -> None:
+    """``dbt build --empty`` renders each read as ``(select * from x where false limit 0)``,
+    which a model cannot maintain: it failed every model. It now compiles each model's SQL as
+    a run would, leaves its table and its cursors alone (the next run maintains the whole
+    window), creates a new model's table without rows, and fails SQL it cannot maintain."""
+    marts = project.directory / "models" / "marts"
+    project.dbt("run")
+    with project.connect() as con:
+        change_sources(con, random.Random(11))
+        counts = {m: _count(con, m) for m in project.models()}
+    (marts / "customer_ids.sql").write_text(
+        "{{ config(materialized='incremental_ivm') }}\n"
+        "select id from {{ source('raw', 'customers') }}\n"
+    )
+    try:
+        run = project.dbt("run", "--empty")
+        with project.connect() as con:
+            assert {m: _count(con, m) for m in counts} == counts
+            assert _count(con, "customer_ids") == 0
+        assert {run.response(m)["code"] for m in [*counts, "customer_ids"]} == {"empty"}
+        assert "table created without rows" in run.response("customer_ids")["_message"]
+        assert project.dbt("run", "-s", "customer_ids").response("customer_ids")["code"] == (
+            "initial"
+        )
+        (marts / "customer_ids.sql").write_text(
+            "{{ config(materialized='incremental_ivm') }}\n"
+            "select id from {{ source('raw', 'customers') }} order by id limit 3 offset 1 + 1\n"
+        )
+        refused = project.dbt("run", "--empty", "-s", "customer_ids", check=False)
+        assert refused.returncode != 0
+        assert "OFFSET" in refused.output
+    finally:
+        (marts / "customer_ids.sql").unlink()
+        with project.connect() as con:
+            con.execute("DROP TABLE IF EXISTS lake.main.customer_ids")
+    later = project.dbt("run")
+    assert later.response("stg_orders")["code"] == "incremental"
+    assert_equals_table_materialization(project)
+
+
+def _count(con, model: str) -> int:
+    return con.execute(f"SELECT count(*) FROM lake.main.{model}").fetchone()[0]  # type: ignore[index]
+
+
 def test_missing_plugin_says_what_to_add(project: Project) -> None:
     # DuckLake loaded another way (from the wheel's file), but without the plugin
     profiles = project.directory / "profiles.yml"

@@ -83,6 +83,8 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT reservoir_quantile(a, 0.5) AS q FROM t", "reservoir_quantile()"),
         ("SELECT b, approx_top_k(a, 2) AS q FROM t GROUP BY b", "approx_top_k()"),
         ("SELECT b, json_group_array(a) AS j FROM t GROUP BY b", "json_group_array()"),
+        ("PIVOT t ON b USING sum(a)", "PIVOT without an IN list"),
+        ("PIVOT t ON a, b IN ('x') USING count(*)", "PIVOT without an IN list on one column"),
     ],
 )
 def test_unsupported_sql_names_the_construct(sql: str, construct: str) -> None:

@@ -1,7 +1,7 @@
 """The oracle on random scenarios for the rest of SELECT: top-N and DISTINCT ON, GROUPING
-SETS/ROLLUP/CUBE with grouping(), order-dependent aggregates given an ORDER BY, VALUES and
-table functions in FROM, WITH RECURSIVE, output columns under repeated names, and floating-point
-aggregates inside STRUCT and LIST values.
+SETS/ROLLUP/CUBE with grouping(), order-dependent aggregates given an ORDER BY, PIVOT and
+UNPIVOT, VALUES and table functions in FROM, WITH RECURSIVE, output columns under repeated
+names, and floating-point aggregates inside STRUCT and LIST values.
 
 Every ORDER BY here orders rows fully (ties only between identical rows), so the one valid
 result is the recomputation's.
@@ -78,6 +78,19 @@ FAMILIES: dict[str, dict[str, str]] = {
         "FROM r WHERE k IS NOT NULL",
         "o_global": "SELECT string_agg(DISTINCT g, '|' ORDER BY g) AS gs, "
         "list(z ORDER BY z DESC) AS zs FROM r, t WHERE r.k = t.k",
+    },
+    "pivots": {
+        "p_pivot": "PIVOT r ON g IN ('a', 'b', 'it''s', NULL) USING sum(v) AS s, count(*) AS n "
+        "GROUP BY k",
+        "p_implicit_group": "PIVOT (SELECT k, g, v FROM r) ON g IN ('a', 'c') USING max(v)",
+        "p_cte_join": "WITH p AS (PIVOT r ON k IN (0, 1) USING count(*) GROUP BY g) "
+        "SELECT p.*, s.w FROM p JOIN s ON s.name = p.g",
+        "p_unpivot": "UNPIVOT r ON v, k INTO NAME col VALUE val",
+        "p_unpivot_spelled": 'UNPIVOT (SELECT id, v AS "V", x FROM r) ON v, x',
+        "p_standard_pivot": "SELECT * FROM s PIVOT (max(w) AS m, count(*) AS n "
+        "FOR name IN ('a', 'b') GROUP BY k)",
+        "p_standard_unpivot": "SELECT u.* FROM t UNPIVOT INCLUDE NULLS (val FOR col IN (k, z)) "
+        "AS u",
     },
     "names": {
         "n_star_join": "SELECT * FROM s JOIN t ON s.k = t.k",

@@ -24,12 +24,19 @@ from ..retry import retrying
 from ..runtime import runlog
 from ..runtime.consistency import differences_sql
 from ..runtime.decide import Strategy, rebuild_above
-from ..runtime.lake import describe, disable_for_good, stored_columns, unsound_optimizers
+from ..runtime.lake import (
+    describe,
+    disable_for_good,
+    stored_columns,
+    table_ids,
+    unsound_optimizers,
+)
 from ..runtime.run import RunResult, prepare, rebuild_unmaintainable, refresh, using
 from ..runtime.status import format_status, status
 from ..runtime.turns import LAKE
 from ..runtime.unchanged import known_unchanged
 from ..sql import TableRef, literal
+from .empty import without_empty_reads
 
 Request = dict[str, Any]
 
@@ -50,7 +57,52 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
         raise ConfigurationError(
             f"ivm_fallback={fallback!r} is not a choice: use 'rebuild' or leave it unset"
         )
+    if request.get("empty"):
+        return _run_empty(con, request, target, fallback)
     return _run_model(con, request, target, fallback)
+
+
+def _bound(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> IVMPlan:
+    """The model's plan, compiled against the live catalog."""
+
+    def bound() -> IVMPlan:
+        with LAKE.reading():
+            return prepare(con, sql, target, catalog=target.catalog, db=target.schema)
+
+    return retrying(bound, f"incremental_ivm {target.key} binding its SQL")
+
+
+def _unmaintainable(error: UnsupportedSQLError) -> DuckstreamError:
+    return DuckstreamError(
+        f"{error}. Rewrite the model, or set ivm_fallback='rebuild' to rebuild it in full on "
+        "every run"
+    )
+
+
+def _run_empty(
+    con: duckdb.DuckDBPyConnection, request: Request, target: TableRef, fallback: str
+) -> dict[str, Any]:
+    """dbt's ``--empty``: compile the model's SQL as a run would, so that SQL it cannot
+    maintain fails here too; create its table without rows when it has none, for the models
+    downstream to bind against. No run is recorded, so the next run builds the table; a table
+    that exists is left as it is (what dbt's incremental materialization does)."""
+    started = time.perf_counter()
+    try:
+        _bound(con, without_empty_reads(request["sql"]), target)
+    except UnsupportedSQLError as error:
+        if fallback != "rebuild":
+            raise _unmaintainable(error) from error
+    with LAKE.writing(), using(con, target.catalog, target.schema):
+        exists = table_ids(con, [target])[target.key] is not None
+        if not exists:
+            con.execute(f"CREATE TABLE IF NOT EXISTS {target.sql()} AS {request['sql']}")
+    reason = "--empty: SQL checked, " + (
+        "table left as it is" if exists else "table created without rows; the next run builds it"
+    )
+    result = RunResult(
+        target.key, Strategy.EMPTY.value, reason, {}, seconds=time.perf_counter() - started
+    )
+    return result.to_dict()
 
 
 def _run_model(
@@ -62,19 +114,11 @@ def _run_model(
         quiet = _known_unchanged(con, request["sql"], target)
         if quiet is not None:
             return quiet.to_dict()
-
-    def bound() -> IVMPlan:
-        with LAKE.reading():
-            return prepare(con, request["sql"], target, catalog=target.catalog, db=target.schema)
-
     try:
-        plan = retrying(bound, f"incremental_ivm {target.key} binding its SQL")
+        plan = _bound(con, request["sql"], target)
     except UnsupportedSQLError as error:
         if fallback != "rebuild":
-            raise DuckstreamError(
-                f"{error}. Rewrite the model, or set ivm_fallback='rebuild' to rebuild it "
-                "in full on every run"
-            ) from error
+            raise _unmaintainable(error) from error
         reason = f"ivm_fallback='rebuild': {error.construct} cannot be maintained"
         # one transaction, like refresh: a lost commit race reruns it whole
         result = retrying(

@@ -3,6 +3,7 @@ maintenance runs. Pure: it writes SQL text and never touches a database."""
 
 from .apply import Maintenance
 from .parse import parse_sql, parse_table, qualify_sql, source_tables
+from .pivots import pivots_rewritten
 from .plan import PLAN_FORMAT, STATE_PREFIX, IVMPlan, compile_ivm
 from .tree import Schema
 from .views import inline_views
@@ -17,6 +18,7 @@ __all__ = [
     "inline_views",
     "parse_sql",
     "parse_table",
+    "pivots_rewritten",
     "qualify_sql",
     "source_tables",
 ]

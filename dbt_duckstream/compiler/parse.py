@@ -18,6 +18,7 @@ from ..sql import TableRef
 from .aggregates import type_aggregate_calls
 from .factoring import factor_subquery_conditions
 from .limits import drop_idle_limits
+from .pivots import rewrite_pivots
 from .tree import Schema
 from .validate import check_column_lists, check_deterministic
 
@@ -30,7 +31,7 @@ def parse_sql(sql: str) -> exp.Expr:
     statements = [p for p in parsed if p is not None]
     if len(statements) != 1:
         raise UnsupportedSQLError(f"{len(statements)} statements", "a model is one SELECT")
-    statement = statements[0]
+    statement = rewrite_pivots(statements[0])
     check_deterministic(statement)
     check_column_lists(statement)
     type_aggregate_calls(statement)

@@ -59,8 +59,8 @@ _ORDER_DEPENDENT_NAMES = frozenset(
 #: order-dependent aggregates that an ORDER BY inside the call does not make exact, and what
 #: to use instead
 _UNORDERABLE = {
-    "any_value": "",
-    "arbitrary": "",
+    "any_value": "; where every row of a group holds the same value, max(x) gives it",
+    "arbitrary": "; where every row of a group holds the same value, max(x) gives it",
     "approx_quantile": "; quantile_cont() and quantile_disc() are exact",
     "reservoir_quantile": "; quantile_cont() and quantile_disc() are exact",
     "approx_top_k": "; count the values and keep a top-N of the counts instead",

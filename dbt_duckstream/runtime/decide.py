@@ -93,6 +93,7 @@ class Strategy(StrEnum):
     INCREMENTAL = "incremental"
     REBUILD = "rebuild"
     UNCHANGED = "unchanged"
+    EMPTY = "empty"  # dbt's --empty: the SQL checked, no rows read or written
 
 
 @dataclass(frozen=True)

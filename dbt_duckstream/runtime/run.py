@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 import duckdb
+from sqlglot import exp
 
 from ..compiler import (
     STATE_PREFIX,
@@ -24,6 +25,7 @@ from ..compiler import (
     compile_ivm,
     inline_views,
     parse_table,
+    pivots_rewritten,
     source_tables,
 )
 from ..compiler.operators.scan import AMBIGUOUS_ROWIDS
@@ -103,7 +105,9 @@ def prepare(
 ) -> IVMPlan:
     """Compile model SQL against the live catalog: source schemas and exact output types."""
     target_ref = parse_table(target, catalog, db) if isinstance(target, str) else target
-    sql, views = inline_views(bare_statement(sql), catalog, db, partial(view_definitions, con))
+    written = bare_statement(sql)
+    sql = pivots_rewritten(written, partial(_table_columns, con, catalog, db))
+    sql, views = inline_views(sql, catalog, db, partial(view_definitions, con))
     lakes = ducklake_catalogs(con)
     if target_ref.catalog not in lakes:
         raise ConfigurationError(
@@ -135,7 +139,7 @@ def prepare(
         )
     with using(con, catalog, db):
         try:
-            output = stored_columns(con, sql)
+            output = stored_columns(con, written)  # as DuckDB binds it, PIVOT included
         except duckdb.Error as error:
             raise ConfigurationError(
                 f"the SQL of model {target_ref.key} does not bind against its sources ({error}); "
@@ -150,6 +154,17 @@ def prepare(
         sql, target=target_ref, schema=schema, catalog=catalog, db=db, output_columns=output
     )
     return replace(plan, described_at=described_at, views=views)
+
+
+def _table_columns(
+    con: duckdb.DuckDBPyConnection, catalog: str, db: str, table: exp.Table
+) -> list[str] | None:
+    """A table's columns as its catalog spells them; None for a name that is no table."""
+    ref = TableRef(table.catalog or catalog, table.db or db, table.name)
+    try:
+        return [name for name, _ in describe(con, ref.sql())]
+    except duckdb.Error:
+        return None
 
 
 @contextmanager

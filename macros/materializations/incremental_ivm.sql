@@ -20,6 +20,7 @@
         'relation': dbt_duckstream.duckstream_relation(target_relation),
         'sql': compiled_code,
         'full_refresh': should_full_refresh(),
+        'empty': flags.EMPTY is true,
         'fallback': config.get('ivm_fallback'),
         'rebuild_above': config.get('ivm_rebuild_above'),
       }) -%}
