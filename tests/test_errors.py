@@ -21,7 +21,6 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT a FROM t WHERE a < current_date", "non-deterministic function"),
         ("SELECT t.a FROM t ASOF JOIN u ON t.a >= u.a", "ASOF JOIN"),
         ("SELECT t.a FROM t POSITIONAL JOIN u", "POSITIONAL JOIN"),
-        ("SELECT t.a, l.x FROM t, LATERAL (SELECT u.a AS x FROM u WHERE u.a = t.a) l", "LATERAL"),
         ("SELECT a FROM t WHERE a IN (SELECT a, a FROM u)", "subquery selecting 2 columns"),
         ("SELECT a FROM t WHERE (a, b) IN (SELECT a, a FROM u)", "subquery selecting 2 columns"),
         (
@@ -84,6 +83,11 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT b, approx_top_k(a, 2) AS q FROM t GROUP BY b", "approx_top_k()"),
         ("SELECT b, json_group_array(a) AS j FROM t GROUP BY b", "json_group_array()"),
         ("PIVOT t ON b USING sum(a)", "PIVOT without an IN list"),
+        ("SELECT * FROM t, LATERAL (SELECT u.a FROM u WHERE u.a < t.a) AS x", "LATERAL correlated"),
+        (
+            "SELECT * FROM t, LATERAL (SELECT u.a + t.a AS s FROM u WHERE u.a = t.a) AS x",
+            "LATERAL subquery naming an outer column outside its WHERE equalities (t.a)",
+        ),
         ("PIVOT t ON a, b IN ('x') USING count(*)", "PIVOT without an IN list on one column"),
     ],
 )

@@ -1,7 +1,7 @@
 """The oracle on random scenarios for the rest of SELECT: top-N and DISTINCT ON, GROUPING
 SETS/ROLLUP/CUBE with grouping(), order-dependent aggregates given an ORDER BY, PIVOT and
-UNPIVOT, VALUES and table functions in FROM, WITH RECURSIVE, output columns under repeated
-names, and floating-point aggregates inside STRUCT and LIST values.
+UNPIVOT, LATERAL joins, VALUES and table functions in FROM, WITH RECURSIVE, output columns
+under repeated names, and floating-point aggregates inside STRUCT and LIST values.
 
 Every ORDER BY here orders rows fully (ties only between identical rows), so the one valid
 result is the recomputation's.
@@ -91,6 +91,24 @@ FAMILIES: dict[str, dict[str, str]] = {
         "FOR name IN ('a', 'b') GROUP BY k)",
         "p_standard_unpivot": "SELECT u.* FROM t UNPIVOT INCLUDE NULLS (val FOR col IN (k, z)) "
         "AS u",
+    },
+    "laterals": {
+        "l_expressions": "SELECT r.id, x.v2, x.tag FROM r, "
+        "LATERAL (SELECT r.v * 2 AS v2, coalesce(r.g, '?') || '!' AS tag) AS x",
+        "l_top1_left": "SELECT s.k, s.name, lp.id, lp.v FROM s LEFT JOIN LATERAL "
+        "(SELECT r.id, r.v FROM r WHERE r.k = s.k "
+        "ORDER BY r.v DESC NULLS LAST, r.id, r.g, r.x LIMIT 1) AS lp ON TRUE",
+        "l_top2_offset": "SELECT t.z, q.v FROM t, LATERAL (SELECT r.v FROM r WHERE r.k = t.k "
+        "AND r.v > 0 ORDER BY r.v, r.id, r.g, r.x LIMIT 2 OFFSET 1) AS q",
+        "l_aggregates": "SELECT s.name, a.n, a.total FROM s CROSS JOIN LATERAL "
+        "(SELECT count(*) AS n, sum(r.v) AS total FROM r WHERE r.k = s.k) AS a",
+        "l_grouped": "SELECT s.k, gs.g, gs.n FROM s, LATERAL "
+        "(SELECT r.g, count(*) AS n FROM r WHERE r.k = s.k GROUP BY r.g) AS gs",
+        "l_implicit": "SELECT t.k, x.m FROM t, (SELECT max(r.v) AS m FROM r WHERE r.k = t.k) AS x",
+        "l_unnest": "SELECT r.id, u.e FROM r, LATERAL unnest([r.v, r.k]) AS u(e)",
+        "l_order_by_alias": "SELECT s.k, lp.vv FROM s JOIN LATERAL (SELECT r.v * 10 AS vv, r.id "
+        "FROM r WHERE r.k = s.k ORDER BY vv DESC NULLS FIRST, r.id, r.g, r.x, r.v LIMIT 1) lp "
+        "ON lp.vv > 0",
     },
     "names": {
         "n_star_join": "SELECT * FROM s JOIN t ON s.k = t.k",

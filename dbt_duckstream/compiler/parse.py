@@ -17,6 +17,7 @@ from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
 from .aggregates import type_aggregate_calls
 from .factoring import factor_subquery_conditions
+from .laterals import mark_implicit_laterals, rewrite_laterals
 from .limits import drop_idle_limits
 from .pivots import rewrite_pivots
 from .tree import Schema
@@ -117,9 +118,11 @@ def base_tables(statement: exp.Expr, catalog: str) -> Iterator[tuple[exp.Table, 
 
 def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
     mapping = MappingSchema(cast("dict[str, object]", schema), dialect="duckdb")
+    statement = parse_sql(sql)
+    mark_implicit_laterals(statement)
     try:
         qualified = qualify(
-            parse_sql(sql),
+            statement,
             schema=mapping,
             catalog=catalog,
             db=db,
@@ -131,6 +134,7 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
         raise ConfigurationError(f"cannot resolve the model SQL: {error}") from error
     _expand_order_by_all(qualified)
     _bind_order_names_to_inputs(qualified, mapping)
+    rewrite_laterals(qualified)
     return qualified
 
 

@@ -1,0 +1,237 @@
+"""LATERAL join items, written as the joins and subqueries they stand for (after the model's
+SQL is qualified, so that every column names its table and no ``*`` is left).
+
+* A derived table that names an earlier FROM item is LATERAL, as in DuckDB.
+* ``LATERAL unnest(o.tags)`` is ``unnest(o.tags)``: a table function of each row already.
+* ``LATERAL (SELECT o.a * 2 AS v)``, expressions without FROM, is one row per outer row:
+  each ``x.v`` reads the expression itself.
+* ``LATERAL (SELECT count(*) AS n, sum(p.v) AS s FROM p WHERE p.k = o.id)``, aggregates
+  without GROUP BY, is one row per outer row too: each ``x.n`` reads the scalar subquery
+  ``(SELECT count(*) FROM p WHERE p.k = o.id)``, which the subquery rules decorrelate.
+* Any other body correlated by equalities in its WHERE (``p.k = o.id``) is a derived table
+  that keeps its keys, joined on them: ``ORDER BY ... LIMIT n`` (the latest row per key)
+  becomes ``QUALIFY row_number() OVER (PARTITION BY p.k ORDER BY ...) <= n``, a GROUP BY
+  groups by the keys too, and ``LEFT JOIN LATERAL ... ON TRUE`` keeps the outer rows without
+  a match.
+
+Refused, naming the column: an outer column anywhere else in the body (its select list, an
+ORDER BY, a comparison other than equality), and the bodies these rules do not cover.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..errors import UnsupportedSQLError
+from ..sql import conjuncts
+from .subqueries import outer_columns, sources
+from .validate import limit_value
+
+#: the column a decorrelated body adds for its i-th correlation key
+_KEY = "_ivm_lateral_key{}"
+
+
+def mark_implicit_laterals(statement: exp.Expr) -> None:
+    """Wrap, in place, in LATERAL each derived table of a FROM clause that names an earlier
+    item of that clause (``FROM o, (SELECT ... WHERE p.k = o.id) AS x``): DuckDB reads it as
+    a LATERAL item, which the qualifier must know to resolve ``o.id``."""
+    for join in list(statement.find_all(exp.Join)):
+        item, outer = join.this, join.parent
+        if (
+            not isinstance(item, exp.Subquery)
+            or not item.alias
+            or not isinstance(outer, exp.Select)
+        ):
+            continue
+        inner = {name for select in item.find_all(exp.Select) for name in sources(select)}
+        named = {c.table for c in item.find_all(exp.Column) if c.table}
+        if (named - inner) & sources(outer):
+            alias = item.args["alias"].copy()
+            item.set("alias", None)
+            join.set("this", exp.Lateral(this=item.copy(), alias=alias))
+
+
+def rewrite_laterals(statement: exp.Expr) -> None:
+    """Replace, in place, each LATERAL join item by what it stands for (module docstring)."""
+    for lateral in reversed(list(statement.find_all(exp.Lateral))):
+        join = lateral.parent
+        if not isinstance(join, exp.Join) or not isinstance(join.parent, exp.Select):
+            raise UnsupportedSQLError("LATERAL outside a join of a SELECT's FROM clause")
+        body = lateral.this
+        if not isinstance(body, exp.Subquery):
+            item = body.copy()
+            item.set("alias", lateral.args.get("alias"))
+            lateral.replace(item)
+            continue
+        query = body.this
+        if not isinstance(query, exp.Select):
+            raise UnsupportedSQLError("LATERAL over a set operation")
+        if _one_row(query):
+            _substitute(join, lateral.alias, query)
+        else:
+            _decorrelate(join, lateral, query)
+
+
+def _one_row(query: exp.Select) -> bool:
+    """Whether the body returns exactly one row: expressions, or aggregates without GROUP
+    BY, with nothing that could drop that row."""
+    if any(query.args.get(k) for k in ("group", "having", "qualify", "distinct", "offset")):
+        return False
+    limit = query.args.get("limit")
+    if limit is not None and limit.expression.sql() == "0":
+        return False
+    from_ = query.args.get("from_") or query.args.get("from")
+    if from_ is None:
+        return not query.args.get("where")
+    return any(isinstance(n, exp.AggFunc) for e in query.expressions for n in e.walk()) and not any(
+        isinstance(n, exp.Window) for e in query.expressions for n in e.walk()
+    )
+
+
+def _substitute(join: exp.Join, alias: str, query: exp.Select) -> None:
+    """Read each ``alias.name`` of the outer block as the body's expression of that name (a
+    scalar subquery of the body when it reads a table), and drop the join item."""
+    outer = join.parent
+    assert isinstance(outer, exp.Select)
+    on = join.args.get("on")
+    if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+        if join.side:
+            raise UnsupportedSQLError(
+                f"{join.side} JOIN LATERAL with a condition", "join ON TRUE, filter in WHERE"
+            )
+        outer.where(on.copy(), copy=False)
+    reads = (query.args.get("from_") or query.args.get("from")) is not None
+    values: dict[str, exp.Expr] = {}
+    for projection in query.expressions:
+        value = projection.unalias() if isinstance(projection, exp.Alias) else projection
+        if reads:
+            single = query.copy()
+            single.set("expressions", [value.copy()])
+            single.set("order", None)
+            single.set("limit", None)
+            values[projection.alias_or_name.lower()] = exp.Subquery(this=single)
+        else:
+            values[projection.alias_or_name.lower()] = exp.paren(value.copy(), copy=False)
+    join.pop()
+    for column in list(outer.find_all(exp.Column)):
+        if column.table == alias and column.name.lower() in values:
+            column.replace(values[column.name.lower()].copy())
+
+
+def _decorrelate(join: exp.Join, lateral: exp.Lateral, query: exp.Select) -> None:
+    """The body as a derived table with its correlation keys, joined on them."""
+    body = query.copy()
+    outside = {id(c) for c in outer_columns(query)}
+    keys: list[tuple[exp.Expr, exp.Expr]] = []  # (the body's side, the outer side)
+    kept: list[exp.Expr] = []
+    where = query.args.get("where")
+    for conjunct in conjuncts(where.this) if where is not None else []:
+        columns = list(conjunct.find_all(exp.Column))
+        if not any(id(c) in outside for c in columns):
+            kept.append(conjunct.copy())
+            continue
+        sides = _sides(conjunct, outside)
+        if sides is None:
+            column = next(c for c in columns if id(c) in outside)
+            raise UnsupportedSQLError(
+                f"LATERAL correlated by {conjunct.sql(dialect='duckdb')} (column {_named(column)})",
+                "correlate by equalities in the subquery's WHERE, p.k = o.id",
+            )
+        keys.append(sides)
+    remaining = [c for c in outer_columns(query) if not _within_where(c, query)]
+    if remaining or not keys:
+        column = _named(remaining[0]) if remaining else "none"
+        raise UnsupportedSQLError(
+            f"LATERAL subquery naming an outer column outside its WHERE equalities ({column})",
+            "name outer columns only in equalities of its WHERE, p.k = o.id",
+        )
+    if query.args.get("distinct") is not None and query.args["distinct"].args.get("on"):
+        raise UnsupportedSQLError("DISTINCT ON in a LATERAL subquery")
+    body.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
+    names = [_KEY.format(i) for i in range(len(keys))]
+    body.set(
+        "expressions",
+        [
+            *body.expressions,
+            *(exp.alias_(k.copy(), n, quoted=True) for (k, _), n in zip(keys, names, strict=True)),
+        ],
+    )
+    group = body.args.get("group")
+    if group is not None:
+        group.set("expressions", [*group.expressions, *(k.copy() for k, _ in keys)])
+    _limit_per_key(body, [k for k, _ in keys])
+    alias = lateral.alias
+    derived = exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+    lateral.replace(derived)
+    matches = [
+        exp.EQ(this=exp.column(n, table=alias, quoted=True), expression=outer.copy())
+        for n, (_, outer) in zip(names, keys, strict=True)
+    ]
+    on = join.args.get("on")
+    if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+        matches.append(on.copy())
+    join.set("on", exp.and_(*matches))
+
+
+def _limit_per_key(body: exp.Select, keys: list[exp.Expr]) -> None:
+    """``ORDER BY ... LIMIT n OFFSET m`` of the body, per correlation key."""
+    limit, offset = body.args.get("limit"), body.args.get("offset")
+    order = body.args.get("order")
+    body.set("order", None)
+    if limit is None and offset is None:
+        return
+    if body.args.get("qualify") is not None or order is None:
+        raise UnsupportedSQLError(
+            "LIMIT in a LATERAL subquery " + ("with QUALIFY" if order else "without ORDER BY"),
+            "order the rows it keeps",
+        )
+    first = limit_value(body, "offset") or 0
+    count = limit_value(body, "limit")
+    named = {e.alias.lower(): e.unalias() for e in body.expressions if isinstance(e, exp.Alias)}
+    for term in order.expressions:  # a name of the select list stands for its expression
+        for column in list(term.find_all(exp.Column)):
+            if not column.table and column.name.lower() in named:
+                column.replace(named[column.name.lower()].copy())
+    number = exp.Window(this=exp.RowNumber(), partition_by=[k.copy() for k in keys], order=order)
+    kept: exp.Expr = exp.GT(this=number, expression=exp.Literal.number(first))
+    if count is not None:
+        kept = exp.and_(
+            kept, exp.LTE(this=number.copy(), expression=exp.Literal.number(first + count))
+        )
+    body.set("limit", None)
+    body.set("offset", None)
+    body.set("qualify", exp.Qualify(this=kept))
+
+
+def _sides(conjunct: exp.Expr, outside: set[int]) -> tuple[exp.Expr, exp.Expr] | None:
+    """The body's side and the outer side of an equality between them, else None."""
+    if not isinstance(conjunct, exp.EQ):
+        return None
+    left, right = conjunct.this, conjunct.expression
+
+    def outer_only(side: exp.Expr) -> bool:
+        columns = list(side.find_all(exp.Column))
+        return bool(columns) and all(id(c) in outside for c in columns)
+
+    def inner_only(side: exp.Expr) -> bool:
+        return not any(id(c) in outside for c in side.find_all(exp.Column))
+
+    if inner_only(left) and outer_only(right):
+        return left, right
+    if inner_only(right) and outer_only(left):
+        return right, left
+    return None
+
+
+def _within_where(column: exp.Column, query: exp.Select) -> bool:
+    where = query.args.get("where")
+    node = column.parent
+    while node is not None and node is not query:
+        if node is where:
+            return True
+        node = node.parent
+    return False
+
+
+def _named(column: exp.Column) -> str:
+    return f"{column.table}.{column.name}"
