@@ -25,7 +25,7 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT a FROM t WHERE (a, b) IN (SELECT a, a FROM u)", "subquery selecting 2 columns"),
         (
             "SELECT a FROM t WHERE a IN (SELECT u.a FROM u WHERE u.a > t.a GROUP BY u.a)",
-            "correlated subquery with GROUP BY",
+            "correlated subquery correlated by u.a > t.a (column t.a)",
         ),
         (
             "SELECT a, (SELECT count(*) FROM u WHERE u.a = t.a HAVING count(*) > 1) AS n FROM t",
@@ -83,7 +83,10 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT b, approx_top_k(a, 2) AS q FROM t GROUP BY b", "approx_top_k()"),
         ("SELECT b, json_group_array(a) AS j FROM t GROUP BY b", "json_group_array()"),
         ("PIVOT t ON b USING sum(a)", "PIVOT without an IN list"),
-        ("SELECT * FROM t, LATERAL (SELECT u.a FROM u WHERE u.a < t.a) AS x", "LATERAL correlated"),
+        (
+            "SELECT * FROM t, LATERAL (SELECT u.a FROM u WHERE u.a < t.a) AS x",
+            "LATERAL subquery correlated by",
+        ),
         (
             "SELECT * FROM t, LATERAL (SELECT u.a + t.a AS s FROM u WHERE u.a = t.a) AS x",
             "LATERAL subquery naming an outer column outside its WHERE equalities (t.a)",

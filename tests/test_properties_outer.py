@@ -96,6 +96,18 @@ FAMILIES: dict[str, dict[str, str]] = {
         "sa_renamed_in": "SELECT x.kk, x.v FROM (SELECT k AS kk, v, id + 1 AS n FROM r) AS x "
         "WHERE x.kk IN (SELECT s.k FROM s WHERE s.w > 1) AND x.n > 2",
     },
+    "grouped_subqueries": {
+        "gs_exists_having": "SELECT s.k, s.name FROM s WHERE EXISTS "
+        "(SELECT r.g FROM r WHERE r.k = s.k GROUP BY r.g HAVING count(*) > 1)",
+        "gs_not_exists": "SELECT t.k, t.z FROM t WHERE NOT EXISTS "
+        "(SELECT 1 FROM r WHERE r.k = t.k AND r.v > 0 GROUP BY r.g HAVING max(r.v) > 3)",
+        "gs_scalar": "SELECT t.k, (SELECT sum(r.v) FROM r WHERE r.k = t.k GROUP BY r.k) AS total "
+        "FROM t",
+        "gs_in": "SELECT r.id FROM r WHERE r.g IN (SELECT r2.g FROM r AS r2 WHERE r2.k = r.k "
+        "GROUP BY r2.g HAVING sum(r2.v) > 2)",
+        "gs_distinct": "SELECT s.name FROM s WHERE s.w IN (SELECT DISTINCT r.v FROM r "
+        "WHERE r.k = s.k)",
+    },
     "subquery_predicates": {
         "sp_in_select": "SELECT r.id, r.k IN (SELECT s.k FROM s) AS known FROM r",
         "sp_not_in_select": "SELECT r.id, r.v NOT IN (SELECT t.z FROM t WHERE t.k = r.k) "

@@ -23,12 +23,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
-from ..sql import conjuncts
-from .subqueries import outer_columns, sources
+from .keyed import KEY, keyed_body
+from .subqueries import sources
 from .validate import limit_value
-
-#: the column a decorrelated body adds for its i-th correlation key
-_KEY = "_ivm_lateral_key{}"
 
 
 def mark_implicit_laterals(statement: exp.Expr) -> None:
@@ -120,52 +117,16 @@ def _substitute(join: exp.Join, alias: str, query: exp.Select) -> None:
 
 def _decorrelate(join: exp.Join, lateral: exp.Lateral, query: exp.Select) -> None:
     """The body as a derived table with its correlation keys, joined on them."""
-    body = query.copy()
-    outside = {id(c) for c in outer_columns(query)}
-    keys: list[tuple[exp.Expr, exp.Expr]] = []  # (the body's side, the outer side)
-    kept: list[exp.Expr] = []
-    where = query.args.get("where")
-    for conjunct in conjuncts(where.this) if where is not None else []:
-        columns = list(conjunct.find_all(exp.Column))
-        if not any(id(c) in outside for c in columns):
-            kept.append(conjunct.copy())
-            continue
-        sides = _sides(conjunct, outside)
-        if sides is None:
-            column = next(c for c in columns if id(c) in outside)
-            raise UnsupportedSQLError(
-                f"LATERAL correlated by {conjunct.sql(dialect='duckdb')} (column {_named(column)})",
-                "correlate by equalities in the subquery's WHERE, p.k = o.id",
-            )
-        keys.append(sides)
-    remaining = [c for c in outer_columns(query) if not _within_where(c, query)]
-    if remaining or not keys:
-        column = _named(remaining[0]) if remaining else "none"
-        raise UnsupportedSQLError(
-            f"LATERAL subquery naming an outer column outside its WHERE equalities ({column})",
-            "name outer columns only in equalities of its WHERE, p.k = o.id",
-        )
     if query.args.get("distinct") is not None and query.args["distinct"].args.get("on"):
         raise UnsupportedSQLError("DISTINCT ON in a LATERAL subquery")
-    body.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
-    names = [_KEY.format(i) for i in range(len(keys))]
-    body.set(
-        "expressions",
-        [
-            *body.expressions,
-            *(exp.alias_(k.copy(), n, quoted=True) for (k, _), n in zip(keys, names, strict=True)),
-        ],
-    )
-    group = body.args.get("group")
-    if group is not None:
-        group.set("expressions", [*group.expressions, *(k.copy() for k, _ in keys)])
-    _limit_per_key(body, [k for k, _ in keys])
+    body, inners, outers = keyed_body(query, "LATERAL subquery")
+    _limit_per_key(body, inners)
     alias = lateral.alias
     derived = exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias)))
     lateral.replace(derived)
     matches = [
-        exp.EQ(this=exp.column(n, table=alias, quoted=True), expression=outer.copy())
-        for n, (_, outer) in zip(names, keys, strict=True)
+        exp.EQ(this=exp.column(KEY.format(i), table=alias, quoted=True), expression=outer.copy())
+        for i, outer in enumerate(outers)
     ]
     on = join.args.get("on")
     if on is not None and not (isinstance(on, exp.Boolean) and on.this):
@@ -201,37 +162,3 @@ def _limit_per_key(body: exp.Select, keys: list[exp.Expr]) -> None:
     body.set("limit", None)
     body.set("offset", None)
     body.set("qualify", exp.Qualify(this=kept))
-
-
-def _sides(conjunct: exp.Expr, outside: set[int]) -> tuple[exp.Expr, exp.Expr] | None:
-    """The body's side and the outer side of an equality between them, else None."""
-    if not isinstance(conjunct, exp.EQ):
-        return None
-    left, right = conjunct.this, conjunct.expression
-
-    def outer_only(side: exp.Expr) -> bool:
-        columns = list(side.find_all(exp.Column))
-        return bool(columns) and all(id(c) in outside for c in columns)
-
-    def inner_only(side: exp.Expr) -> bool:
-        return not any(id(c) in outside for c in side.find_all(exp.Column))
-
-    if inner_only(left) and outer_only(right):
-        return left, right
-    if inner_only(right) and outer_only(left):
-        return right, left
-    return None
-
-
-def _within_where(column: exp.Column, query: exp.Select) -> bool:
-    where = query.args.get("where")
-    node = column.parent
-    while node is not None and node is not query:
-        if node is where:
-            return True
-        node = node.parent
-    return False
-
-
-def _named(column: exp.Column) -> str:
-    return f"{column.table}.{column.name}"

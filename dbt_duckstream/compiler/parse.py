@@ -17,6 +17,7 @@ from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
 from .aggregates import type_aggregate_calls
 from .factoring import factor_subquery_conditions
+from .grouped_subqueries import rewrite_grouped_subqueries
 from .laterals import mark_implicit_laterals, rewrite_laterals
 from .limits import drop_idle_limits
 from .pivots import rewrite_pivots
@@ -135,6 +136,7 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
     _expand_order_by_all(qualified)
     _bind_order_names_to_inputs(qualified, mapping)
     rewrite_laterals(qualified)
+    rewrite_grouped_subqueries(qualified)
     return qualified
 
 

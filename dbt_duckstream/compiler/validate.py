@@ -54,7 +54,7 @@ _ORDER_DEPENDENT_AGGREGATES: tuple[type[exp.Expr], ...] = (
 )
 _ORDER_DEPENDENT_NAMES = frozenset(
     {"list", "string_agg", "listagg", "first", "last", "arbitrary", "any_value"}
-    | {"reservoir_quantile"}
+    | {"reservoir_quantile"}  # sqlglot has no class for it
 )
 #: order-dependent aggregates that an ORDER BY inside the call does not make exact, and what
 #: to use instead
