@@ -118,7 +118,9 @@ def _pivoted(pivot: exp.Pivot) -> exp.Select:
             name = label if len(usings) == 1 and not isinstance(using, exp.Alias) else None
             pivoted.append(exp.alias_(filtered, name or f"{label}_{suffix}", quoted=True))
     select = exp.Select(expressions=[*keys, *pivoted]).from_(pivot.this.copy())
-    return select.group_by(*keys) if group is not None else select.group_by("ALL")
+    if group is None:
+        return select.group_by("ALL")
+    return select.group_by(*(k.copy() for k in keys))
 
 
 def _unpivoted(pivot: exp.Pivot, spelling: Spelling) -> exp.Query:
