@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import duckdb
 
+from dbt_duckstream import prepare, refresh
+from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake, load_extension
 
 
@@ -39,3 +41,23 @@ def generated_lake(
             yield con, by_number
         finally:
             con.close()
+
+
+def assert_maintained(
+    con: duckdb.DuckDBPyConnection,
+    number: int,
+    query: str,
+    batches: int,
+    change: Callable[[duckdb.DuckDBPyConnection, int], None],
+) -> None:
+    """Query ``number`` built as ``lake.models.q<number>``, then maintained through
+    ``batches`` batches of ``change`` (seeded by the query's number), equal to its
+    recomputation after each."""
+    target = f"lake.models.q{number}"
+    plan = prepare(con, query, target, catalog="lake", db="main")
+    assert refresh(con, plan, rebuild_above=None).strategy == "initial"
+    for seed in range(batches):
+        change(con, number * 10 + seed)
+        result = refresh(con, plan, rebuild_above=None)
+        assert result.strategy == "incremental", result.summary()
+        assert differences(con, target, plan.sql) == [], f"q{number} after batch {seed}"

@@ -15,9 +15,7 @@ from collections.abc import Iterator
 import duckdb
 import pytest
 
-from dbt_duckstream import prepare, refresh
-from dbt_duckstream.runtime.consistency import differences
-from tests.generated_lake import generated_lake
+from tests.generated_lake import assert_maintained, generated_lake
 
 pytest.importorskip("duckdb_extension_tpch")
 pytestmark = pytest.mark.slow
@@ -57,11 +55,4 @@ def change(con: duckdb.DuckDBPyConnection, seed: int) -> None:
 @pytest.mark.parametrize("number", range(1, 23))
 def test_query_is_maintained(lake, number: int) -> None:
     con, queries = lake
-    target = f"lake.models.q{number}"
-    plan = prepare(con, queries[number], target, catalog="lake", db="main")
-    assert refresh(con, plan, rebuild_above=None).strategy == "initial"
-    for seed in range(BATCHES):
-        change(con, number * 10 + seed)
-        result = refresh(con, plan, rebuild_above=None)
-        assert result.strategy == "incremental", result.summary()
-        assert differences(con, target, plan.sql) == [], f"q{number} after batch {seed}"
+    assert_maintained(con, number, queries[number], BATCHES, change)

@@ -42,10 +42,10 @@ def _catalog() -> _Catalog:
             "WHERE function_type = 'macro' AND database_name = 'system'"
         ).fetchall()
     calls = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
+    maybe_aggregating = functions | {name.lower() for name, _ in macros}
     bodies: dict[str, exp.Expr] = {}
     for name, definition in macros:
-        called = set(calls.findall(definition.lower()))
-        if not called & (functions | {m.lower() for m, _ in macros}):
+        if not set(calls.findall(definition.lower())) & maybe_aggregating:
             continue  # parsing each of DuckDB's macros would cost ~100 ms a process
         try:
             bodies[name.lower()] = sqlglot.parse_one(definition, read="duckdb")

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
 from ..sql import conjuncts
-from .subqueries import outer_columns
+from .subqueries import column_key, outer_columns, within
 
 #: the column a keyed body adds for its i-th correlation key
 KEY = "_ivm_key{}"
@@ -33,14 +33,14 @@ def keyed_body(query: exp.Select, what: str) -> tuple[exp.Select, list[exp.Expr]
         if sides is None:
             column = next(c for c in columns if id(c) in outside)
             raise UnsupportedSQLError(
-                f"{what} correlated by {_written(conjunct)} (column {_named(column)})",
+                f"{what} correlated by {_written(conjunct)} (column {column_key(column)})",
                 "correlate by equalities in the subquery's WHERE, p.k = o.id",
             )
         inners.append(sides[0])
         outers.append(sides[1])
-    remaining = [c for c in outer_columns(query) if not _within(c, where)]
+    remaining = [c for c in outer_columns(query) if not within(c, where)]
     if remaining or not inners:
-        column = _named(remaining[0]) if remaining else "none"
+        column = column_key(remaining[0]) if remaining else "none"
         raise UnsupportedSQLError(
             f"{what} naming an outer column outside its WHERE equalities ({column})",
             "name outer columns only in equalities of its WHERE, p.k = o.id",
@@ -73,18 +73,6 @@ def _sides(conjunct: exp.Expr, outside: set[int]) -> tuple[exp.Expr, exp.Expr] |
     if inner_only(right) and outer_only(left):
         return right, left
     return None
-
-
-def _within(node: exp.Expr | None, ancestor: exp.Expr | None) -> bool:
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False
-
-
-def _named(column: exp.Column) -> str:
-    return f"{column.table}.{column.name}"
 
 
 def _written(expression: exp.Expr) -> str:

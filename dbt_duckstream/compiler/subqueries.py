@@ -118,7 +118,8 @@ def owner(column: exp.Column) -> exp.Select | None:
     return None
 
 
-def _within(node: exp.Expr | None, ancestor: exp.Expr) -> bool:
+def within(node: exp.Expr | None, ancestor: exp.Expr | None) -> bool:
+    """Whether ``node`` is ``ancestor`` or below it."""
     while node is not None:
         if node is ancestor:
             return True
@@ -128,7 +129,7 @@ def _within(node: exp.Expr | None, ancestor: exp.Expr) -> bool:
 
 def outer_columns(query: exp.Expr) -> list[exp.Column]:
     """The columns inside ``query`` that belong to an enclosing query."""
-    return [c for c in query.find_all(exp.Column) if c.table and not _within(owner(c), query)]
+    return [c for c in query.find_all(exp.Column) if c.table and not within(owner(c), query)]
 
 
 def outside_subqueries(expression: exp.Expr) -> Iterator[exp.Expr]:
@@ -559,13 +560,13 @@ def _split(query: exp.Expr, *, allow_outer_select: bool) -> _Correlated:
     correlated_ids: set[int] = set()
     allowed: list[exp.Expr] = list(query.expressions) if allow_outer_select else []
     for column in outer_columns(query):
-        conjunct = next((c for c in terms if _within(column, c)), None)
+        conjunct = next((c for c in terms if within(column, c)), None)
         if conjunct is not None and not any(
             isinstance(n, exp.Query) for n in conjunct.walk() if n is not conjunct
         ):
             correlated_ids.add(id(conjunct))
             continue
-        if any(_within(column, e) for e in allowed):
+        if any(within(column, e) for e in allowed):
             continue
         nested = next(
             (a for a in _ancestors(column, query) if isinstance(a, exp.Query) and a is not query),
@@ -583,13 +584,14 @@ def _split(query: exp.Expr, *, allow_outer_select: bool) -> _Correlated:
     for conjunct in correlated:
         for column in conjunct.find_all(exp.Column):
             if column.table in names:
-                inner.setdefault(_column_key(column), f"_ivm_c{len(inner)}")
+                inner.setdefault(column_key(column), f"_ivm_c{len(inner)}")
     select = query.copy()
     select.set("where", exp.Where(this=exp.and_(*(c.copy() for c in local))) if local else None)
     return _Correlated(select, correlated, inner)
 
 
-def _column_key(column: exp.Column) -> str:
+def column_key(column: exp.Column) -> str:
+    """``table.name``, as errors and keys name a qualified column."""
     return f"{column.table}.{column.name}"
 
 
@@ -606,7 +608,7 @@ def _inner_named(conjunct: exp.Expr, split: _Correlated, alias: str) -> exp.Expr
 
     def rename(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and node.table in names:
-            return _name(f"{alias}.{split.inner[_column_key(node)]}")
+            return _name(f"{alias}.{split.inner[column_key(node)]}")
         return node
 
     return conjunct.copy().transform(rename)

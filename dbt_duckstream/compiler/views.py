@@ -49,18 +49,6 @@ def inline_views(
     )
 
 
-def _as_written(node: exp.Expr) -> exp.Expr:
-    """DuckDB stores a view's query as it prints its parse tree, which spells ``count(*)``
-    ``count_star()``: read back as written."""
-    if (
-        isinstance(node, exp.Anonymous)
-        and node.name.lower() == "count_star"
-        and not node.expressions
-    ):
-        return exp.Count(this=exp.Star())
-    return node
-
-
 def _derived_table(table: exp.Table, view: TableRef, definition: str) -> exp.Subquery:
     """The view's query as a derived table, under the name and columns the view gives its
     rows (or the alias the model gives it); its tables qualified where the view lives."""
@@ -69,8 +57,9 @@ def _derived_table(table: exp.Table, view: TableRef, definition: str) -> exp.Sub
         raise UnsupportedSQLError(
             f"the view {view.key}", f"its definition is not a query: {definition}"
         )
-    query = create.expression.transform(_as_written)
-    body = tables_qualified(query.sql(dialect="duckdb"), view.catalog, view.schema)
+    # parsed as a model's SQL is: DuckDB prints count(*) as count_star(), typed back by
+    # ``aggregates.type_aggregate_calls``
+    body = tables_qualified(create.expression.sql(dialect="duckdb"), view.catalog, view.schema)
     names = create.this.expressions if isinstance(create.this, exp.Schema) else []
     alias = table.args.get("alias")
     columns = alias.columns if isinstance(alias, exp.TableAlias) and alias.columns else names
