@@ -22,7 +22,6 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT t.a FROM t ASOF JOIN u ON t.a >= u.a", "ASOF JOIN"),
         ("SELECT t.a FROM t POSITIONAL JOIN u", "POSITIONAL JOIN"),
         ("SELECT a FROM t WHERE a IN (SELECT a, a FROM u)", "subquery selecting 2 columns"),
-        ("SELECT a FROM t WHERE (a, b) IN (SELECT a, a FROM u)", "subquery selecting 2 columns"),
         (
             "SELECT a FROM t WHERE a IN (SELECT u.a FROM u WHERE u.a > t.a GROUP BY u.a)",
             "correlated subquery correlated by u.a > t.a (column t.a)",
@@ -92,6 +91,14 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
             "LATERAL subquery naming an outer column outside its WHERE equalities (t.a)",
         ),
         ("PIVOT t ON a, b IN ('x') USING count(*)", "PIVOT without an IN list on one column"),
+        (
+            "SELECT a FROM t WHERE (a, b) NOT IN (SELECT a, a FROM u)",
+            "a row of values compared with a subquery",
+        ),
+        (
+            "SELECT a, (a, b) IN (SELECT a, a FROM u) AS m FROM t",
+            "other than as a WHERE or HAVING condition of its own",
+        ),
     ],
 )
 def test_unsupported_sql_names_the_construct(sql: str, construct: str) -> None:
@@ -151,6 +158,34 @@ def test_duckdb_aggregates_unknown_to_sqlglot_recompute_touched_groups(sql: str)
     GROUP BY was refused as a column outside it; ``max(a, 2)`` (a list) was folded as max."""
     plan = compile_ivm(sql, target="m", schema=SCHEMA, catalog="lake")
     assert list(plan.strategies().values()) == ["key-scoped recomputation"]
+
+
+def test_a_row_in_a_subquery_as_a_condition_of_its_own_is_a_semi_join() -> None:
+    """``WHERE (a, b) IN (SELECT ...)`` (the latest row per key) was refused as a subquery
+    selecting two columns."""
+    plan = compile_ivm(
+        "SELECT a, b FROM t WHERE a > 0 "
+        "AND (a, b) IN (SELECT a, max(a)::VARCHAR FROM u GROUP BY a)",
+        target="m",
+        schema=SCHEMA,
+        catalog="lake",
+    )
+    assert "SEMI JOIN" in plan.explain()
+
+
+def test_ordered_set_aggregates_are_read_as_duckdb_calls() -> None:
+    """``percentile_cont(f) WITHIN GROUP (ORDER BY a)`` was refused as "column a outside GROUP
+    BY", and ``mode() WITHIN GROUP (ORDER BY a)`` as a mode() without ORDER BY."""
+    plan = compile_ivm(
+        "SELECT b, percentile_cont(0.5) WITHIN GROUP (ORDER BY a DESC) AS p, "
+        "mode() WITHIN GROUP (ORDER BY a) AS m FROM t GROUP BY b",
+        target="m",
+        schema=SCHEMA,
+        catalog="lake",
+    )
+    assert list(plan.strategies().values()) == ["key-scoped recomputation"]
+    assert 'QUANTILE_CONT("t.a", 0.5 ORDER BY "t.a" DESC)' in plan.explain()
+    assert 'MODE("t.a" ORDER BY "t.a")' in plan.explain()
 
 
 def test_mean_and_count_star_fold_as_avg_and_count() -> None:

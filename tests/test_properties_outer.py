@@ -119,6 +119,10 @@ FAMILIES: dict[str, dict[str, str]] = {
         "sp_any": "SELECT r.id, r.v > ANY (SELECT z FROM t) AS above_some FROM r",
         "sp_all": "SELECT r.id, r.v >= ALL (SELECT t.z FROM t WHERE t.k = r.k) AS top FROM r",
         "sp_all_where": "SELECT r.id FROM r WHERE r.v < ALL (SELECT w FROM s)",
+        "sp_row_in_latest": "SELECT r.id, r.k, r.v FROM r WHERE (r.k, r.v) IN "
+        "(SELECT k, max(v) FROM r GROUP BY k) AND r.id > 0",
+        "sp_row_in_having": "SELECT r.k, r.g, count(*) AS n FROM r GROUP BY r.k, r.g "
+        "HAVING (r.k, r.g) IN (SELECT s.k, s.name FROM s UNION SELECT t.k, t.z::VARCHAR FROM t)",
         "sp_any_where": "SELECT r.id FROM r WHERE r.v = ANY (SELECT s.w FROM s "
         "WHERE s.k = r.k) AND r.id IS NOT NULL",
         "sp_agg_arg": "SELECT r.g, sum(CASE WHEN r.k IN (SELECT k FROM s) THEN r.v END) "

@@ -76,6 +76,9 @@ FAMILIES: dict[str, dict[str, str]] = {
         "FROM r GROUP BY g",
         "o_duckdb_only_global": "SELECT product(x) AS p, entropy(g) AS e, kurtosis_pop(v) AS ku "
         "FROM r WHERE k IS NOT NULL",
+        "o_within_group": "SELECT g, percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS med, "
+        "percentile_disc([0.25, 0.75]) WITHIN GROUP (ORDER BY v DESC) AS q, "
+        "mode() WITHIN GROUP (ORDER BY k) AS mk FROM r GROUP BY g",
         "o_global": "SELECT string_agg(DISTINCT g, '|' ORDER BY g) AS gs, "
         "list(z ORDER BY z DESC) AS zs FROM r, t WHERE r.k = t.k",
     },

@@ -15,12 +15,13 @@ from sqlglot.schema import MappingSchema
 
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
-from .aggregates import type_aggregate_calls
+from .aggregates import rewrite_within_group, type_aggregate_calls
 from .factoring import factor_subquery_conditions
 from .grouped_subqueries import rewrite_grouped_subqueries
 from .laterals import mark_implicit_laterals, rewrite_laterals
 from .limits import drop_idle_limits
 from .pivots import rewrite_pivots
+from .row_membership import rewrite_row_membership
 from .tree import Schema
 from .validate import check_column_lists, check_deterministic
 
@@ -33,11 +34,12 @@ def parse_sql(sql: str) -> exp.Expr:
     statements = [p for p in parsed if p is not None]
     if len(statements) != 1:
         raise UnsupportedSQLError(f"{len(statements)} statements", "a model is one SELECT")
-    statement = rewrite_pivots(statements[0])
+    statement = rewrite_within_group(rewrite_pivots(statements[0]))
     check_deterministic(statement)
     check_column_lists(statement)
     type_aggregate_calls(statement)
     drop_idle_limits(statement)
+    rewrite_row_membership(statement)
     factor_subquery_conditions(statement)
     drop_idle_parentheses(statement)
     if isinstance(statement, exp.Query) and not _ordered_rows_matter(statement):

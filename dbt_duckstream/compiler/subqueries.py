@@ -336,6 +336,13 @@ class Subqueries:
             raise UnsupportedSQLError(
                 "subquery on the left of IN, ANY or ALL", node.sql(dialect="duckdb")[:80]
             )
+        if isinstance(operand, exp.Tuple):
+            raise UnsupportedSQLError(
+                f"a row of values compared with a subquery ({node.sql(dialect='duckdb')[:80]}) "
+                "other than as a WHERE or HAVING condition of its own",
+                "where it may be NULL (NOT IN, a selected value), write [NOT] EXISTS (SELECT "
+                "... WHERE x = a AND y = b) with the NULL handling you mean",
+            )
         alias = self._alias()
         if not outer_columns(query):
             inner = self.builder.query(query, self.ctes)
