@@ -205,18 +205,18 @@ def test_expired_snapshots_rebuild(project: Project) -> None:
 
 
 def test_unsupported_sql_fails_naming_the_construct(project: Project) -> None:
-    model = project.directory / "models" / "marts" / "customer_orders_asof.sql"
+    model = project.directory / "models" / "marts" / "customer_orders_positional.sql"
     model.write_text(
         "{{ config(materialized='incremental_ivm') }}\n"
         "select c.id, o.id as order_id from {{ source('raw', 'customers') }} c\n"
-        "asof join {{ source('raw', 'orders') }} o on o.customer_id >= c.id\n"
+        "positional join {{ source('raw', 'orders') }} o\n"
     )
     try:
-        run = project.dbt("run", "-s", "customer_orders_asof", check=False)
+        run = project.dbt("run", "-s", "customer_orders_positional", check=False)
     finally:
         model.unlink()
     assert run.returncode != 0
-    assert "ASOF JOIN" in run.output
+    assert "POSITIONAL JOIN" in run.output
     assert "ivm_fallback='rebuild'" in run.output
 
 

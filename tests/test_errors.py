@@ -19,7 +19,12 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
         ("SELECT a, random() AS r FROM t", "non-deterministic function random()"),
         ("SELECT a, now() AS ts FROM t", "non-deterministic function"),
         ("SELECT a FROM t WHERE a < current_date", "non-deterministic function"),
-        ("SELECT t.a FROM t ASOF JOIN u ON t.a >= u.a", "ASOF JOIN"),
+        ("SELECT t.a FROM t ASOF JOIN u ON t.a = u.a", "ASOF JOIN with 0 inequalities"),
+        (
+            "SELECT t.a FROM t ASOF JOIN u ON t.a >= u.a AND t.a <= u.a + 1",
+            "ASOF JOIN with 2 inequalities",
+        ),
+        ("SELECT t.a FROM t ASOF JOIN u ON t.a + u.a >= 1", "ASOF JOIN condition"),
         ("SELECT t.a FROM t POSITIONAL JOIN u", "POSITIONAL JOIN"),
         ("SELECT a FROM t WHERE a IN (SELECT a, a FROM u)", "subquery selecting 2 columns"),
         (

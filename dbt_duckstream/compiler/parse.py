@@ -16,6 +16,7 @@ from sqlglot.schema import MappingSchema
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
 from .aggregates import rewrite_within_group, type_aggregate_calls
+from .asof_using import mark_asof_using, restore_asof_times
 from .factoring import factor_subquery_conditions
 from .grouped_subqueries import rewrite_grouped_subqueries
 from .laterals import mark_implicit_laterals, rewrite_laterals
@@ -123,6 +124,7 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
     mapping = MappingSchema(cast("dict[str, object]", schema), dialect="duckdb")
     statement = parse_sql(sql)
     mark_implicit_laterals(statement)
+    mark_asof_using(statement)
     try:
         qualified = qualify(
             statement,
@@ -135,6 +137,7 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
         )
     except OptimizeError as error:
         raise ConfigurationError(f"cannot resolve the model SQL: {error}") from error
+    restore_asof_times(qualified)
     _expand_order_by_all(qualified)
     _bind_order_names_to_inputs(qualified, mapping)
     rewrite_laterals(qualified)

@@ -15,7 +15,7 @@ from sqlglot import exp
 from ..errors import UnsupportedSQLError
 from ..sql import TableRef, quote
 from .apply import Maintenance, delete_sql, deleted_by_key, insert_sql
-from .operators import Aggregate, Filter, Operator, Project, Scan
+from .operators import Aggregate, AsofJoin, Filter, Operator, Project, Scan
 from .operators.aggregate import key_name
 from .parse import parse_table, pinned_sql, qualify_sql
 from .render import MULT, Mode, RenderContext
@@ -131,10 +131,16 @@ class IVMPlan:
         may hold a row per group of a large input, and the operator tree's query can plan
         worse than the SQL it came from). A later run that maintains builds the state first
         (its tables are missing), so no maintenance ever retracts a row this query wrote
-        unless the model keeps no state (every row then is a function of its inputs)."""
+        unless the model keeps no state (every row then is a function of its inputs).
+
+        A model with an ASOF join is refilled from the operator tree instead: DuckDB 1.5.5's
+        own ASOF join sometimes matches a row whose time is NULL (``operators.asof_join``),
+        which maintenance never does."""
+        asof = any(isinstance(n, AsofJoin) for n in self.root.walk())
+        rows = self.recompute_sql(snapshots) if asof else self.pinned_query(snapshots)
         return [
             f"DELETE FROM {self.target.sql()}",
-            f"INSERT INTO {self.target.sql()} {self.pinned_query(snapshots)}",
+            f"INSERT INTO {self.target.sql()} {rows}",
             *(f"DROP TABLE IF EXISTS {table.sql()}" for table in self.state_tables),
         ]
 

@@ -38,6 +38,7 @@ from .operators import (
 )
 from .operators.aggregate import agg_name, key_name
 from .operators.anti_join import anti_join
+from .operators.asof_join import asof_join, asof_left_join
 from .operators.base import number
 from .operators.outer_join import full_join, left_join, right_join
 from .operators.scan import check_row_identity
@@ -71,6 +72,8 @@ JOIN_KINDS: dict[str, JoinBuilder] = {
     "FULL OUTER JOIN": full_join,
     "SEMI JOIN": semi_join,
     "ANTI JOIN": anti_join,
+    "ASOF JOIN": asof_join,
+    "ASOF LEFT OUTER JOIN": asof_left_join,
 }
 
 
@@ -600,7 +603,7 @@ def join_kind(join: exp.Join) -> str:
     side = (join.args.get("side") or "").upper()
     kind = (join.args.get("kind") or "").upper()
     if join.args.get("method"):
-        return f"{join.args['method'].upper()} JOIN"
+        return f"{join.args['method'].upper()} {side + ' OUTER ' if side else ''}JOIN"
     if join.args.get("using"):
         raise UnsupportedSQLError("JOIN ... USING that could not be resolved")
     if side:

@@ -10,10 +10,12 @@ MAP value (``{'n': count(*), 's': sum(x)}``). Whatever stays unpaired is a diffe
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import duckdb
 from sqlglot import exp
 
-from ..sql import literal, quote, same_values
+from ..sql import joins_asof, literal, quote, same_values
 from .inlining import is_float_type
 from .lake import describe, feed_safe_optimizers, sound_optimizers
 
@@ -130,6 +132,8 @@ def differences(
 ) -> list[tuple]:
     columns = describe(con, table)
     # the recomputation must not trust DuckLake's table statistics, which a rewrite can leave
-    # wrong (see ``lake.STATISTICS_OPTIMIZERS``), nor push join filters below a LIMIT
-    with feed_safe_optimizers(con), sound_optimizers(con, query):
+    # wrong (see ``lake.STATISTICS_OPTIMIZERS``), nor push join filters below a LIMIT; an ASOF
+    # join keeps them, as a ``table`` materialization does (``sql.joins_asof``)
+    statistics = nullcontext() if joins_asof(query) else feed_safe_optimizers(con)
+    with statistics, sound_optimizers(con, query):
         return con.execute(f"{differences_sql(table, query, columns)} LIMIT {limit}").fetchall()

@@ -42,6 +42,7 @@ import duckdb
 from ..compiler import IVMPlan
 from ..compiler.operators import (
     Aggregate,
+    AsofJoin,
     CountedSetOperation,
     Filter,
     Join,
@@ -793,6 +794,7 @@ def full_reads(
     every other input's whole state, or, where it narrows an input to the delta's keys, with
     the rows of its files whose key range meets them (``narrowed``, from ``key_ranges``); an
     aggregate without a fold recomputes the touched groups from its input at the new
+    snapshot; an ASOF join recomputes the touched keys' rows from both inputs at the new
     snapshot; the padded rows of an outer join are found in the other input's old state and
     judged over the changed input's old and new states; the rows a semi, anti or mark join
     judges are read narrowed to the change's keys (``near_reads``); a scalar subquery's change
@@ -821,6 +823,8 @@ def full_reads(
                     total += rows_read(other, rows)
                     if pads_other:
                         total += rows_read(other, rows) + 2 * rows_read(changing, rows)
+        elif isinstance(node, AsofJoin):
+            total += sum(rows_read(c, rows) for c in node.children)
         elif isinstance(node, ScalarSubquery):
             left, right = node.children
             if reads_changed(left, changed):

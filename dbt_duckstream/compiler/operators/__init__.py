@@ -2,6 +2,7 @@
 
 from .aggregate import Aggregate
 from .anti_join import AntiJoin
+from .asof_join import AsofJoin
 from .base import Operator
 from .constant import Constant
 from .expand import Expand
@@ -22,6 +23,7 @@ __all__ = [
     "SET_OPERATIONS",
     "Aggregate",
     "AntiJoin",
+    "AsofJoin",
     "Constant",
     "CountedSetOperation",
     "Expand",

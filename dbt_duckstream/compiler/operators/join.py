@@ -58,6 +58,25 @@ class JoinInput:
         return tuple(self.output(c) for c in self.node.columns)
 
 
+class TwoInputs:
+    """A join of a left and a right input whose rows carry both inputs' columns."""
+
+    left: JoinInput
+    right: JoinInput
+
+    @property
+    def inputs(self) -> tuple[JoinInput, JoinInput]:
+        return (self.left, self.right)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.left.columns + self.right.columns
+
+    @property
+    def children(self) -> tuple[Operator, ...]:
+        return (self.left.node, self.right.node)
+
+
 @dataclass(eq=False)
 class Join(Operator):
     inputs: tuple[JoinInput, ...]

@@ -53,11 +53,11 @@ from ...sql import expr_sql
 from ..render import MULT, RenderContext, Side
 from ..touched import AFTER, flipped_rows
 from .base import Operator
-from .join import JoinInput, bind_columns, input_name, join_select_list
+from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
 
 
 @dataclass(eq=False)
-class OuterJoin(Operator):
+class OuterJoin(TwoInputs, Operator):
     left: JoinInput
     right: JoinInput
     condition: exp.Expr | None
@@ -65,18 +65,6 @@ class OuterJoin(Operator):
     keep_left: bool
     keep_right: bool
     kind = "outer_join"
-
-    @property
-    def inputs(self) -> tuple[JoinInput, JoinInput]:
-        return (self.left, self.right)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return self.left.columns + self.right.columns
-
-    @property
-    def children(self) -> tuple[Operator, ...]:
-        return (self.left.node, self.right.node)
 
     @property
     def join_type(self) -> str:

@@ -47,29 +47,17 @@ from ...sql import expr_sql, quote
 from ..render import MULT, RenderContext, Side
 from ..touched import key_name, touched_keys
 from .base import Operator
-from .join import JoinInput, bind_columns, input_name, join_select_list
+from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
 
 
 @dataclass(eq=False)
-class ScalarSubquery(Operator):
+class ScalarSubquery(TwoInputs, Operator):
     left: JoinInput
     #: one row per value of its key columns (exactly one row when there are none)
     right: JoinInput
     #: pairs of an expression over the left's columns and the right's key column it equals
     keys: tuple[tuple[exp.Expr, str], ...]
     kind = "scalar_subquery"
-
-    @property
-    def inputs(self) -> tuple[JoinInput, JoinInput]:
-        return (self.left, self.right)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return self.left.columns + self.right.columns
-
-    @property
-    def children(self) -> tuple[Operator, ...]:
-        return (self.left.node, self.right.node)
 
     def _outer(self, i: int) -> str:
         bound = bind_columns(self.keys[i][0], self.inputs)

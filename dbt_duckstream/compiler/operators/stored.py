@@ -30,6 +30,16 @@ def build_state(ctx: RenderContext, node: Operator, rows: str) -> str:
     return name
 
 
+def replace_stored(ctx: RenderContext, node: Operator, stale: str, recomputed: str) -> None:
+    """At the end of the run, replace ``node``'s stored rows ``stale`` (a FROM item over its
+    state table named ``s``) by the rows of the relation ``recomputed``."""
+    assert node.state_table is not None, f"{node.name}: state table not assigned"
+    table = node.state_table.sql()
+    ctx.write(f"DELETE FROM {table} WHERE rowid IN (SELECT s.rowid FROM {stale})")
+    columns = column_list(node.columns)
+    ctx.write(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {recomputed}")
+
+
 def retract_assert(old: str, new: str) -> str:
     """The signed difference of two SELECTs with the same columns: ``old`` retracted,
     ``new`` asserted."""

@@ -44,11 +44,11 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ...sql import column_list, expr_sql, quote
+from ...sql import expr_sql, quote
 from ..render import Mode, RenderContext, Side
 from ..touched import key_scoped_delta, restrict, touched_keys
 from .base import Operator
-from .stored import build_state, consolidated, retract_assert
+from .stored import build_state, consolidated, replace_stored, retract_assert
 
 #: window functions whose value is a function of the partition's rows alone, whatever the
 #: order rows are read in and however ties fall
@@ -135,11 +135,8 @@ class Window(Operator):
             keys = touched_keys(ctx, f"{self.name}_keys", delta, self.partition, temp=True)
             source = restrict(self.child.state(ctx, "new"), self.partition, keys)
             recomputed = ctx.temp(f"{self.name}_recomputed", self._compute(source))
-            table = self._table()
-            stale = restrict(f"{table} AS s", self.partition, keys)
-            ctx.write(f"DELETE FROM {table} WHERE rowid IN (SELECT s.rowid FROM {stale})")
-            columns = column_list(self.columns)
-            ctx.write(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {recomputed}")
+            stale = restrict(f"{self._table()} AS s", self.partition, keys)
+            replace_stored(ctx, self, stale, recomputed)
             return f"{keys}\t{recomputed}"
 
         found = ctx.once(self.node_id, "touched", compute)

@@ -1,0 +1,297 @@
+"""ASOF join: recompute the left rows whose match a change can move, and diff against the
+stored rows.
+
+    view:     SELECT ... FROM l ASOF [LEFT] JOIN r ON l.k = r.k AND l.t >= r.t
+    touched:  SELECT DISTINCT l.k, l.t, 'point' FROM delta(l)
+              UNION ALL
+              SELECT r.k, min(r.t), 'from' FROM delta(r) GROUP BY r.k
+    delta:    the stored rows of the touched left rows                           with -1
+              UNION ALL
+              (l@new touched rows) ASOF [LEFT] JOIN (r@new rows of their keys)    with +1
+
+Each left row takes, among the right rows of its key, the one with the greatest ``r.t`` at or
+before its own ``l.t`` (with ``<=``, the least one at or after it). A changed left row moves
+its own match only: the left rows at its key and time are touched. A right row at time ``t``
+added or removed can move the match of every left row of its key at or after ``t`` (before
+it, for ``<=``): per key, the rows from the earliest such time on are touched. The touched
+rows are recomputed by DuckDB's own ASOF join and replace their stored copies. A left row
+whose key or time is NULL never matches (the inner join drops it, a LEFT join pads it); only
+its own change touches it.
+
+Rows are stored: when right rows tie on the key and the time, an ASOF join takes either, and a
+second evaluation may take the other, so the old rows are read from the state table, never
+recomputed. Cost: the touched left rows and the right rows of their keys, at the new
+snapshot. An ASOF join without an equality is one key: a right row's change touches every
+left row on its side of its time.
+
+>>> from dbt_duckstream.examples import show_delta
+>>> show_delta(
+...     "SELECT o.id, r.rate FROM o ASOF JOIN r ON o.cur = r.cur AND o.ts >= r.ts",
+...     {"o": ("id INTEGER, cur VARCHAR, ts INTEGER", "(1, 'eur', 5), (2, 'eur', 9)"),
+...      "r": ("cur VARCHAR, ts INTEGER, rate DOUBLE", "('eur', 0, 1.5), ('usd', 0, 1.0)")},
+...     "INSERT INTO r VALUES ('eur', 7, 1.25)",
+... )
+-1 (2, 1.5)
++1 (2, 1.25)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from ...errors import UnsupportedSQLError
+from ...sql import conjuncts, expr_sql, quote, same_values
+from ..render import Mode, RenderContext, Side
+from ..touched import key_name
+from .base import Operator
+from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
+from .stored import build_state, consolidated, replace_stored, retract_assert
+
+#: the columns of the touched relation besides the keys: a time, and whether it is a changed
+#: left row's own (a point) or the bound of the times a changed right row reaches (a range)
+_TIME, _POINT = "_ivm_time", "_ivm_point"
+#: the end of a range: the first right time past the last changed one (NULL: none)
+_UNTIL, _LAST = "_ivm_until", "_ivm_last"
+#: comparisons of the left time with the right one, and the same read the other way round
+_COMPARISONS = {exp.GTE: ">=", exp.GT: ">", exp.LTE: "<=", exp.LT: "<"}
+_MIRRORED = {">=": "<=", ">": "<", "<=": ">=", "<": ">"}
+
+
+@dataclass(eq=False)
+class AsofJoin(TwoInputs, Operator):
+    left: JoinInput
+    right: JoinInput
+    #: the ON condition, over the join's output names
+    condition: exp.Expr
+    #: (left expression, right expression) of each equality, over the output names
+    equalities: tuple[tuple[exp.Expr, exp.Expr], ...]
+    #: the left and right times, over the output names, and how the left compares (``>=``)
+    times: tuple[exp.Expr, exp.Expr]
+    comparison: str
+    keep_left: bool
+    kind = "asof_join"
+
+    @property
+    def stored(self) -> bool:
+        return True
+
+    @property
+    def strategy(self) -> str:
+        scope = "the touched keys' rows" if self.equalities else "every row (no equality)"
+        return f"{scope} from the earliest touched time recomputed; rows stored"
+
+    def _join(self, left: str, right: str) -> str:
+        """DuckDB's ASOF join of two FROM items, over the rows whose keys and time are all
+        present; a LEFT join pads the others itself. DuckDB 1.5.5 matched a left row whose
+        time is NULL when the statistics optimizers were off over some DuckLake layouts."""
+        on = bind_columns(self.condition, self.inputs)
+        assert on is not None
+        present = [
+            " AND ".join(
+                f"({self._bound(e, input_name(position), stored=False)}) IS NOT NULL"
+                for e in [*(pair[position] for pair in self.equalities), self.times[position]]
+            )
+            for position in (0, 1)
+        ]
+        select = join_select_list(self.inputs)
+        join = "ASOF LEFT JOIN" if self.keep_left else "ASOF JOIN"
+        matched = (
+            f"SELECT {select} FROM (SELECT * FROM {left} AS {input_name(0)} WHERE {present[0]}) "
+            f"AS {input_name(0)} {join} (SELECT * FROM {right} AS {input_name(1)} "
+            f"WHERE {present[1]}) AS {input_name(1)} ON {expr_sql(on)}"
+        )
+        if not self.keep_left:
+            return matched
+        return (
+            f"{matched}\nUNION ALL\nSELECT {select} FROM (SELECT * FROM {left} AS "
+            f"{input_name(0)} WHERE NOT ({present[0]})) AS {input_name(0)} "
+            f"LEFT JOIN {right} AS {input_name(1)} ON FALSE"
+        )
+
+    def _table(self) -> str:
+        assert self.state_table is not None, f"{self.name}: state table not assigned"
+        return self.state_table.sql()
+
+    def _changed(self, ctx: RenderContext) -> bool:
+        return any(child.delta(ctx) is not None for child in self.children)
+
+    def render_state(self, ctx: RenderContext, side: Side) -> str:
+        if ctx.mode is Mode.RECOMPUTE:
+            return self._join(self.left.node.state(ctx, side), self.right.node.state(ctx, side))
+        if ctx.mode is Mode.BUILD:
+            rows = self._join(self.left.node.state(ctx, side), self.right.node.state(ctx, side))
+            return f"SELECT * FROM {build_state(ctx, self, rows)}"
+        if side == "old" or not self._changed(ctx):
+            return f"SELECT * FROM {self._table()}"
+        touched, recomputed = self._touched(ctx)
+        kept = f"{self._table()} AS s WHERE NOT {self._touches('s', touched, stored=True)}"
+        return f"SELECT * FROM {kept}\nUNION ALL\nSELECT * FROM {recomputed}"
+
+    def render_delta(self, ctx: RenderContext) -> str | None:
+        if not self._changed(ctx):
+            return None
+        touched, recomputed = self._touched(ctx)
+        old = f"SELECT * FROM {self._table()} AS s WHERE {self._touches('s', touched, stored=True)}"
+        return consolidated(retract_assert(old, f"SELECT * FROM {recomputed}"), self.columns)
+
+    def _bound(self, expression: exp.Expr, alias: str, *, stored: bool) -> str:
+        """``expression`` (over the output names) read from the rows named ``alias``: stored
+        rows carry the output names, an input's rows its own columns."""
+        if stored:
+            return expr_sql(
+                expression.copy().transform(
+                    lambda n: (
+                        exp.column(exp.to_identifier(n.name, quoted=True), alias)
+                        if isinstance(n, exp.Column) and not n.table
+                        else n
+                    )
+                )
+            )
+        bound = bind_columns(expression.copy(), self.inputs)
+        assert bound is not None
+        return expr_sql(bound)
+
+    @property
+    def _forward(self) -> bool:
+        """Whether a left row matches the greatest right time at or before its own (``>=``,
+        ``>``), rather than the least at or after it."""
+        return self.comparison in (">=", ">")
+
+    def _same_key(self, alias: str) -> str:
+        """A right row's keys (of the right input) equal to those of the row ``alias``."""
+        return same_values(
+            (f"({self._bound(r, input_name(1), stored=False)})", f"{alias}.{quote(key_name(i))}")
+            for i, (_, r) in enumerate(self.equalities)
+        )
+
+    def _touches(self, alias: str, touched: str, *, stored: bool) -> str:
+        """Whether a left row (of the stored rows or the left input, named ``alias``) is one
+        whose match a change may move: at a changed left row's key and time, or of a changed
+        right row's key and within its range of times. Two hash lookups on the key (and the
+        time, for points): a residual over a few keys would compare every row with every
+        touched time of its key."""
+        keys = [self._bound(left, alias, stored=stored) for left, _ in self.equalities]
+        time = f"({self._bound(self.times[0], alias, stored=stored)})"
+        matches = same_values((f"({k})", f"b.{quote(key_name(i))}") for i, k in enumerate(keys))
+        since, until = (">=", "<=") if self._forward else ("<=", ">=")
+        return (
+            f"(EXISTS (SELECT 1 FROM {touched} AS b WHERE b.{_POINT} AND {matches} "
+            f"AND {time} IS NOT DISTINCT FROM b.{_TIME}) OR EXISTS (SELECT 1 FROM {touched} "
+            f"AS b WHERE NOT b.{_POINT} AND {matches} AND {time} {since} b.{_TIME} "
+            f"AND ({time} {until} b.{_UNTIL} OR b.{_UNTIL} IS NULL)))"
+        )
+
+    def _touched(self, ctx: RenderContext) -> tuple[str, str]:
+        """Temporary tables of what a change touches and of those left rows recomputed at the
+        new snapshot; at the end of the run the second replace their stored rows.
+
+        A changed left row moves its own match only: its key and time are a point. Changed
+        right rows may move the matches of the left rows of their key from the earliest
+        changed time on, up to the first right row after the latest changed one (which no
+        change touched, so the rows at or after it match it or a later row, as before); for
+        ``<=``, the mirror image."""
+
+        def compute() -> str:
+            names = [quote(key_name(i)) for i in range(len(self.equalities))]
+            keys = ", ".join(names)
+            parts = []
+            for position, child in enumerate(self.children):
+                delta = child.delta(ctx)
+                if delta is not None:
+                    read = [pair[position] for pair in self.equalities] + [self.times[position]]
+                    select = ", ".join(
+                        f"{self._bound(e, input_name(position), stored=False)} AS {n}"
+                        for e, n in zip(read, [*names, _TIME], strict=True)
+                    )
+                    parts.append(
+                        f"SELECT DISTINCT {select}, {position == 0} AS {_POINT} "
+                        f"FROM {delta} AS {input_name(position)}"
+                    )
+            changes = ctx.temp(f"{self.name}_changes", "\nUNION ALL\n".join(parts))
+            # both inputs are copied first: a maintenance statement runs with the statistics
+            # optimizers off, where DuckDB's ASOF join misreads NULLs (``sql.joins_asof``)
+            right = ctx.temp(
+                f"{self.name}_right",
+                f"SELECT * FROM {self.right.node.state(ctx, 'new')} AS {input_name(1)}"
+                + (f" SEMI JOIN {changes} AS b ON {self._same_key('b')}" if keys else ""),
+            )
+            first, last, beyond, nearest = (
+                ("min", "max", ">", "min") if self._forward else ("max", "min", "<", "max")
+            )
+            right_time = self._bound(self.times[1], input_name(1), stored=False)
+            key_group = f" GROUP BY {keys}" if keys else ""
+            touched = ctx.temp(
+                f"{self.name}_touched",
+                f"SELECT {keys + ', ' if keys else ''}{_TIME}, TRUE AS {_POINT}, "
+                f"NULL AS {_UNTIL} FROM {changes} WHERE {_POINT}\nUNION ALL\n"
+                f"SELECT {keys + ', ' if keys else ''}c.{_TIME}, FALSE, (SELECT {nearest}"
+                f"({right_time}) FROM {right} AS {input_name(1)} WHERE {self._same_key('c')} "
+                f"AND {right_time} {beyond} c.{_LAST}) FROM (SELECT "
+                f"{keys + ', ' if keys else ''}{first}({_TIME}) AS {_TIME}, {last}({_TIME}) "
+                f"AS {_LAST} FROM {changes} WHERE NOT {_POINT}{key_group}) AS c",
+            )
+            left = ctx.temp(
+                f"{self.name}_left",
+                f"SELECT * FROM {self.left.node.state(ctx, 'new')} AS {input_name(0)} "
+                f"WHERE {self._touches(input_name(0), touched, stored=False)}",
+            )
+            recomputed = ctx.temp(f"{self.name}_recomputed", self._join(left, right))
+            stale = f"{self._table()} AS s WHERE {self._touches('s', touched, stored=True)}"
+            replace_stored(ctx, self, stale, recomputed)
+            return f"{touched}\t{recomputed}"
+
+        found = ctx.once(self.node_id, "touched", compute)
+        assert found is not None
+        touched, recomputed = found.split("\t")
+        return touched, recomputed
+
+
+def asof_join(left: JoinInput, right: JoinInput, on: exp.Expr | None) -> AsofJoin:
+    return _asof(left, right, on, keep_left=False)
+
+
+def asof_left_join(left: JoinInput, right: JoinInput, on: exp.Expr | None) -> AsofJoin:
+    return _asof(left, right, on, keep_left=True)
+
+
+def _asof(left: JoinInput, right: JoinInput, on: exp.Expr | None, *, keep_left: bool) -> AsofJoin:
+    """Read the ON condition as DuckDB does: equalities, and one comparison of times."""
+    if on is None:
+        raise UnsupportedSQLError("ASOF JOIN without ON", "give it one comparison of times")
+    names = (set(left.columns), set(right.columns))
+
+    def side(expression: exp.Expr) -> int | None:
+        read = {c.name for c in expression.find_all(exp.Column) if not c.table}
+        return next((i for i, n in enumerate(names) if read and read <= n), None)
+
+    equalities: list[tuple[exp.Expr, exp.Expr]] = []
+    times: list[tuple[exp.Expr, exp.Expr, str]] = []
+    for term in conjuncts(on):
+        sides = (side(term.this), side(term.expression)) if isinstance(term, exp.Binary) else ()
+        comparison = "=" if isinstance(term, exp.EQ) else _COMPARISONS.get(type(term))
+        if comparison is None or sides not in ((0, 1), (1, 0)):
+            raise UnsupportedSQLError(
+                f"ASOF JOIN condition {expr_sql(term)}",
+                "an ASOF join compares each side's columns by equalities and one inequality",
+            )
+        ordered = (term.this, term.expression) if sides == (0, 1) else (term.expression, term.this)
+        if comparison == "=":
+            equalities.append(ordered)
+        else:
+            times.append((*ordered, comparison if sides == (0, 1) else _MIRRORED[comparison]))
+    if len(times) != 1:
+        raise UnsupportedSQLError(
+            f"ASOF JOIN with {len(times)} inequalities", "an ASOF join takes exactly one"
+        )
+    left_time, right_time, comparison = times[0]
+    return AsofJoin(
+        left,
+        right,
+        on,
+        tuple(equalities),
+        (left_time, right_time),
+        comparison,
+        keep_left=keep_left,
+    )
