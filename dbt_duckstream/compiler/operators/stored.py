@@ -31,11 +31,11 @@ def build_state(ctx: RenderContext, node: Operator, rows: str) -> str:
 
 
 def replace_stored(ctx: RenderContext, node: Operator, stale: str, recomputed: str) -> None:
-    """At the end of the run, replace ``node``'s stored rows ``stale`` (a FROM item over its
-    state table named ``s``) by the rows of the relation ``recomputed``."""
+    """At the end of the run, replace ``node``'s stored rows whose rowids the SELECT ``stale``
+    gives by the rows of the relation ``recomputed``."""
     assert node.state_table is not None, f"{node.name}: state table not assigned"
     table = node.state_table.sql()
-    ctx.write(f"DELETE FROM {table} WHERE rowid IN (SELECT s.rowid FROM {stale})")
+    ctx.write(f"DELETE FROM {table} WHERE rowid IN ({stale})")
     columns = column_list(node.columns)
     ctx.write(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {recomputed}")
 
