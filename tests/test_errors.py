@@ -193,6 +193,17 @@ def test_ordered_set_aggregates_are_read_as_duckdb_calls() -> None:
     assert 'MODE("t.a" ORDER BY "t.a")' in plan.explain()
 
 
+def test_a_list_sorted_at_once_is_not_order_dependent() -> None:
+    """``list_sort(list(DISTINCT x))`` was refused as a list() without ORDER BY."""
+    plan = compile_ivm(
+        "SELECT b, list_sort(list(DISTINCT a)) AS l FROM t GROUP BY b",
+        target="m",
+        schema=SCHEMA,
+        catalog="lake",
+    )
+    assert list(plan.strategies().values()) == ["key-scoped recomputation"]
+
+
 def test_mean_and_count_star_fold_as_avg_and_count() -> None:
     plan = compile_ivm(
         "SELECT b, mean(a) AS m, count_star() AS n FROM t GROUP BY b",

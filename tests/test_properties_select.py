@@ -76,6 +76,9 @@ FAMILIES: dict[str, dict[str, str]] = {
         "FROM r GROUP BY g",
         "o_duckdb_only_global": "SELECT product(x) AS p, entropy(g) AS e, kurtosis_pop(v) AS ku "
         "FROM r WHERE k IS NOT NULL",
+        "o_sorted_lists": "SELECT k, list_sort(list(DISTINCT g)) AS gs, "
+        "array_sort(array_agg(v)) AS vs, list_reverse_sort(list(x) FILTER (WHERE v > 0)) AS xs "
+        "FROM r GROUP BY k",
         "o_within_group": "SELECT g, percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS med, "
         "percentile_disc([0.25, 0.75]) WITHIN GROUP (ORDER BY v DESC) AS q, "
         "mode() WITHIN GROUP (ORDER BY k) AS mk FROM r GROUP BY g",

@@ -122,6 +122,8 @@ def check_aggregate(node: exp.Expr) -> None:
     order, and the others when the call does not give one (``string_agg(x, ',' ORDER BY y)``
     is maintained, ``string_agg(x, ',')`` is not)."""
     inner = node.this if isinstance(node, exp.Filter) else node
+    if isinstance(inner, exp.ArrayAgg) and _sorted_right_away(node):
+        return
     if isinstance(inner, _ORDER_DEPENDENT_AGGREGATES) or (
         isinstance(inner, exp.Anonymous | exp.AnonymousAggFunc)
         and function_name(inner) in _ORDER_DEPENDENT_NAMES
@@ -140,6 +142,19 @@ def check_aggregate(node: exp.Expr) -> None:
                 else _UNORDERABLE[name]
             ),
         )
+
+
+def _sorted_right_away(call: exp.Expr) -> bool:
+    """Whether the list an aggregate call builds is sorted at once (``list_sort(list(x))``,
+    ``array_sort(array_agg(DISTINCT x))``): its order is then its values' own.
+
+    >>> import sqlglot
+    >>> call = sqlglot.parse_one("SELECT list_sort(list(DISTINCT x)) FROM t", "duckdb")
+    >>> _sorted_right_away(call.find(exp.ArrayAgg))
+    True
+    """
+    parent = call.parent
+    return isinstance(parent, exp.ArraySort) and parent.this is call
 
 
 def limit_value(node: exp.Expr, clause: str) -> int | None:
