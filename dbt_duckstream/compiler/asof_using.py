@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..sql import conjuncts
+from ..sql import conjuncts, is_asof
 
 _TIME = "duckstream_asof_time"
 
@@ -15,7 +15,7 @@ def mark_asof_using(statement: exp.Expr) -> None:
     """Note, in place, the time column of every ``ASOF JOIN ... USING``."""
     for join in statement.find_all(exp.Join):
         using = join.args.get("using")
-        if str(join.args.get("method") or "").upper() == "ASOF" and using:
+        if is_asof(join) and using:
             join.meta[_TIME] = using[-1].name
 
 

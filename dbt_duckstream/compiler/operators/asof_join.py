@@ -86,15 +86,12 @@ class AsofJoin(TwoInputs, Operator):
 
     def _join(self, left: str, right: str) -> str:
         """DuckDB's ASOF join of two FROM items, over the rows whose keys and time are all
-        present; a LEFT join pads the others itself. DuckDB 1.5.5 matched a left row whose
-        time is NULL when the statistics optimizers were off over some DuckLake layouts."""
+        present; a LEFT join pads the others itself. DuckDB 1.5.5's own join sometimes matched
+        a left row whose time is NULL (README: known upstream limits)."""
         on = bind_columns(self.condition, self.inputs)
         assert on is not None
         present = [
-            " AND ".join(
-                f"({self._bound(e, input_name(position), stored=False)}) IS NOT NULL"
-                for e in [*(pair[position] for pair in self.equalities), self.times[position]]
-            )
+            " AND ".join(f"({self._read(e)}) IS NOT NULL" for e in self._matched_on(position))
             for position in (0, 1)
         ]
         select = join_select_list(self.inputs)
@@ -112,23 +109,19 @@ class AsofJoin(TwoInputs, Operator):
             f"LEFT JOIN {right} AS {input_name(1)} ON FALSE"
         )
 
-    def _table(self) -> str:
-        assert self.state_table is not None, f"{self.name}: state table not assigned"
-        return self.state_table.sql()
-
     def _changed(self, ctx: RenderContext) -> bool:
         return any(child.delta(ctx) is not None for child in self.children)
 
     def render_state(self, ctx: RenderContext, side: Side) -> str:
-        if ctx.mode is Mode.RECOMPUTE:
-            return self._join(self.left.node.state(ctx, side), self.right.node.state(ctx, side))
-        if ctx.mode is Mode.BUILD:
+        if ctx.mode in (Mode.RECOMPUTE, Mode.BUILD):
             rows = self._join(self.left.node.state(ctx, side), self.right.node.state(ctx, side))
+            if ctx.mode is Mode.RECOMPUTE:
+                return rows
             return f"SELECT * FROM {build_state(ctx, self, rows)}"
         if side == "old" or not self._changed(ctx):
-            return f"SELECT * FROM {self._table()}"
+            return f"SELECT * FROM {self.state_table_sql()}"
         touched, recomputed, _ = self._touched(ctx)
-        kept = self._rows(self._table(), "s", touched, stored=True, kept=True)
+        kept = self._rows(self.state_table_sql(), touched, stored=True, kept=True)
         return f"{kept}\nUNION ALL\nSELECT * FROM {recomputed}"
 
     def render_delta(self, ctx: RenderContext) -> str | None:
@@ -138,14 +131,14 @@ class AsofJoin(TwoInputs, Operator):
         old = f"SELECT {column_list(self.columns)} FROM {stale}"
         return consolidated(retract_assert(old, f"SELECT * FROM {recomputed}"), self.columns)
 
-    def _bound(self, expression: exp.Expr, alias: str, *, stored: bool) -> str:
-        """``expression`` (over the output names) read from the rows named ``alias``: stored
-        rows carry the output names, an input's rows its own columns."""
-        if stored:
+    def _read(self, expression: exp.Expr, stored_as: str | None = None) -> str:
+        """``expression`` (over the output names) read from the inputs (``_ivm_in0`` and
+        ``_ivm_in1``), or from stored rows named ``stored_as``, which carry the output names."""
+        if stored_as is not None:
             return expr_sql(
                 expression.copy().transform(
                     lambda n: (
-                        exp.column(exp.to_identifier(n.name, quoted=True), alias)
+                        exp.column(exp.to_identifier(n.name, quoted=True), stored_as)
                         if isinstance(n, exp.Column) and not n.table
                         else n
                     )
@@ -155,6 +148,10 @@ class AsofJoin(TwoInputs, Operator):
         assert bound is not None
         return expr_sql(bound)
 
+    def _matched_on(self, position: int) -> list[exp.Expr]:
+        """The keys and the time the join compares on one side (0: left, 1: right)."""
+        return [*(pair[position] for pair in self.equalities), self.times[position]]
+
     @property
     def _forward(self) -> bool:
         """Whether a left row matches the greatest right time at or before its own (``>=``,
@@ -163,35 +160,21 @@ class AsofJoin(TwoInputs, Operator):
 
     def _same_key(self, alias: str) -> str:
         """A right row's keys (of the right input) equal to those of the row ``alias``."""
-        return same_values(
-            (f"({self._bound(r, input_name(1), stored=False)})", f"{alias}.{quote(key_name(i))}")
-            for i, (_, r) in enumerate(self.equalities)
-        )
+        return _keys_match([self._read(right) for _, right in self.equalities], alias)
 
     def _rows(
-        self,
-        relation: str,
-        alias: str,
-        touched: str,
-        *,
-        stored: bool,
-        kept: bool = False,
-        select: str = "",
+        self, relation: str, touched: str, *, stored: bool, kept: bool = False, select: str = ""
     ) -> str:
-        """The left rows of ``relation`` (the stored rows, or the left input; named ``alias``)
+        """The left rows of ``relation`` (the stored rows, named ``s``, or the left input)
         whose match a change may move, or with ``kept`` the others: those at a changed left
         row's key and time, and those of a changed right row's key within its range of
         times. Each is a hash join on the key (and the time, for points), at most one match
         a row: a predicate of EXISTS over both took 27 times as long over 3M rows."""
-        keys = [self._bound(left, alias, stored=stored) for left, _ in self.equalities]
-        time = f"({self._bound(self.times[0], alias, stored=stored)})"
+        alias = "s" if stored else input_name(0)
+        stored_as = alias if stored else None
+        keys = [self._read(left, stored_as) for left, _ in self.equalities]
+        time = f"({self._read(self.times[0], stored_as)})"
         since, until = (">=", "<=") if self._forward else ("<=", ">=")
-
-        def same_key(other: str) -> str:
-            return same_values(
-                (f"({k})", f"{other}.{quote(key_name(i))}") for i, k in enumerate(keys)
-            )
-
         found = (
             f"p.{_POINT} IS NULL AND r.{_POINT} IS NULL"
             if kept
@@ -199,11 +182,11 @@ class AsofJoin(TwoInputs, Operator):
         )
         return (
             f"SELECT {select or alias + '.*'} FROM {relation} AS {alias} "
-            f"LEFT JOIN (SELECT * FROM {touched} WHERE {_POINT}) AS p ON {same_key('p')} "
+            f"LEFT JOIN (SELECT * FROM {touched} WHERE {_POINT}) AS p ON {_keys_match(keys, 'p')} "
             f"AND {time} IS NOT DISTINCT FROM p.{_TIME} "
-            f"LEFT JOIN (SELECT * FROM {touched} WHERE NOT {_POINT}) AS r ON {same_key('r')} "
-            f"AND {time} {since} r.{_TIME} AND ({time} {until} r.{_UNTIL} OR r.{_UNTIL} IS NULL) "
-            f"WHERE {found}"
+            f"LEFT JOIN (SELECT * FROM {touched} WHERE NOT {_POINT}) AS r "
+            f"ON {_keys_match(keys, 'r')} AND {time} {since} r.{_TIME} "
+            f"AND ({time} {until} r.{_UNTIL} OR r.{_UNTIL} IS NULL) WHERE {found}"
         )
 
     def _touched(self, ctx: RenderContext) -> tuple[str, str, str]:
@@ -223,18 +206,17 @@ class AsofJoin(TwoInputs, Operator):
             for position, child in enumerate(self.children):
                 delta = child.delta(ctx)
                 if delta is not None:
-                    read = [pair[position] for pair in self.equalities] + [self.times[position]]
                     select = ", ".join(
-                        f"{self._bound(e, input_name(position), stored=False)} AS {n}"
-                        for e, n in zip(read, [*names, _TIME], strict=True)
+                        f"{self._read(e)} AS {n}"
+                        for e, n in zip(self._matched_on(position), [*names, _TIME], strict=True)
                     )
                     parts.append(
                         f"SELECT DISTINCT {select}, {position == 0} AS {_POINT} "
                         f"FROM {delta} AS {input_name(position)}"
                     )
             changes = ctx.temp(f"{self.name}_changes", "\nUNION ALL\n".join(parts))
-            # both inputs are copied first: a maintenance statement runs with the statistics
-            # optimizers off, where DuckDB's ASOF join misreads NULLs (``sql.joins_asof``)
+            # both inputs are copied, then joined without their NULL keys and times
+            # (``_join``): DuckDB's own join read some DuckLake layouts' NULLs wrong
             right = ctx.temp(
                 f"{self.name}_right",
                 f"SELECT * FROM {self.right.node.state(ctx, 'new')} AS {input_name(1)}"
@@ -243,28 +225,28 @@ class AsofJoin(TwoInputs, Operator):
             first, last, beyond, nearest = (
                 ("min", "max", ">", "min") if self._forward else ("max", "min", "<", "max")
             )
-            right_time = self._bound(self.times[1], input_name(1), stored=False)
-            key_group = f" GROUP BY {keys}" if keys else ""
+            right_time = self._read(self.times[1])
+            key_group, key_list = (f" GROUP BY {keys}", f"{keys}, ") if keys else ("", "")
             touched = ctx.temp(
                 f"{self.name}_touched",
-                f"SELECT {keys + ', ' if keys else ''}{_TIME}, TRUE AS {_POINT}, "
+                f"SELECT {key_list}{_TIME}, TRUE AS {_POINT}, "
                 f"NULL AS {_UNTIL} FROM {changes} WHERE {_POINT}\nUNION ALL\n"
-                f"SELECT {keys + ', ' if keys else ''}c.{_TIME}, FALSE, (SELECT {nearest}"
+                f"SELECT {key_list}c.{_TIME}, FALSE, (SELECT {nearest}"
                 f"({right_time}) FROM {right} AS {input_name(1)} WHERE {self._same_key('c')} "
                 f"AND {right_time} {beyond} c.{_LAST}) FROM (SELECT "
-                f"{keys + ', ' if keys else ''}{first}({_TIME}) AS {_TIME}, {last}({_TIME}) "
+                f"{key_list}{first}({_TIME}) AS {_TIME}, {last}({_TIME}) "
                 f"AS {_LAST} FROM {changes} WHERE NOT {_POINT}{key_group}) AS c",
             )
             left = ctx.temp(
                 f"{self.name}_left",
-                self._rows(self.left.node.state(ctx, "new"), input_name(0), touched, stored=False),
+                self._rows(self.left.node.state(ctx, "new"), touched, stored=False),
             )
             recomputed = ctx.temp(f"{self.name}_recomputed", self._join(left, right))
             # the stored rows they replace, read once for the delta and the DELETE
             stale = ctx.temp(
                 f"{self.name}_stale",
                 self._rows(
-                    self._table(), "s", touched, stored=True, select=f"s.rowid AS {_ROWID}, s.*"
+                    self.state_table_sql(), touched, stored=True, select=f"s.rowid AS {_ROWID}, s.*"
                 ),
             )
             replace_stored(ctx, self, f"SELECT {_ROWID} FROM {stale}", recomputed)
@@ -274,6 +256,11 @@ class AsofJoin(TwoInputs, Operator):
         assert found is not None
         touched, recomputed, stale = found.split("\t")
         return touched, recomputed, stale
+
+
+def _keys_match(keys: list[str], other: str) -> str:
+    """The row's ``keys`` (SQL expressions) equal to the key columns of the row ``other``."""
+    return same_values((f"({k})", f"{other}.{quote(key_name(i))}") for i, k in enumerate(keys))
 
 
 def asof_join(left: JoinInput, right: JoinInput, on: exp.Expr | None) -> AsofJoin:

@@ -80,6 +80,11 @@ class Operator(ABC):
         """The stem of this node's CTE names, e.g. ``join3``."""
         return f"{self.kind}{self.node_id}"
 
+    def state_table_sql(self) -> str:
+        """The SQL name of a stored operator's state table (assigned when the plan compiles)."""
+        assert self.state_table is not None, f"{self.name}: state table not assigned"
+        return self.state_table.sql()
+
     def walk(self) -> Iterator[Operator]:
         """Every node of the tree below and including this one, once, children first."""
         seen: set[int] = set()

@@ -94,28 +94,24 @@ class RecursiveCTE(Operator):
         columns = column_list(self.names)
         return f"SELECT * FROM (WITH RECURSIVE {name}({columns}) AS ({body}) SELECT * FROM {name})"
 
-    def _table(self) -> str:
-        assert self.state_table is not None, f"{self.name}: state table not assigned"
-        return self.state_table.sql()
-
     def render_state(self, ctx: RenderContext, side: Side) -> str:
         if ctx.mode is Mode.RECOMPUTE:
             return self._evaluate(ctx, side)
         if ctx.mode is Mode.BUILD:
             return f"SELECT * FROM {build_state(ctx, self, self._evaluate(ctx, side))}"
         if side == "old" or not self.changes_in(ctx):
-            return f"SELECT * FROM {self._table()}"
+            return f"SELECT * FROM {self.state_table_sql()}"
         return f"SELECT * FROM {self._new(ctx)}"
 
     def render_delta(self, ctx: RenderContext) -> str | None:
-        old, new = f"SELECT * FROM {self._table()}", f"SELECT * FROM {self._new(ctx)}"
+        old, new = f"SELECT * FROM {self.state_table_sql()}", f"SELECT * FROM {self._new(ctx)}"
         return consolidated(retract_assert(old, new), self.columns)
 
     def _new(self, ctx: RenderContext) -> str:
         def compute() -> str:
             new = ctx.temp(f"{self.name}_new", self._evaluate(ctx, "new"))
-            ctx.write(f"DELETE FROM {self._table()}")
-            ctx.write(f"INSERT INTO {self._table()} SELECT * FROM {new}")
+            ctx.write(f"DELETE FROM {self.state_table_sql()}")
+            ctx.write(f"INSERT INTO {self.state_table_sql()} SELECT * FROM {new}")
             return new
 
         found = ctx.once(self.node_id, "stored rows", compute)

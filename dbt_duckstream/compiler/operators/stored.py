@@ -17,8 +17,7 @@ from .base import Operator
 def build_state(ctx: RenderContext, node: Operator, rows: str) -> str:
     """Create ``node``'s state table from the SELECT ``rows``, once per build; return the
     table's name."""
-    assert node.state_table is not None, f"{node.name}: state table not assigned"
-    table = node.state_table.sql()
+    table = node.state_table_sql()
 
     def create() -> str:
         ctx.statement(f"DROP TABLE IF EXISTS {table}")
@@ -33,8 +32,7 @@ def build_state(ctx: RenderContext, node: Operator, rows: str) -> str:
 def replace_stored(ctx: RenderContext, node: Operator, stale: str, recomputed: str) -> None:
     """At the end of the run, replace ``node``'s stored rows whose rowids the SELECT ``stale``
     gives by the rows of the relation ``recomputed``."""
-    assert node.state_table is not None, f"{node.name}: state table not assigned"
-    table = node.state_table.sql()
+    table = node.state_table_sql()
     ctx.write(f"DELETE FROM {table} WHERE rowid IN ({stale})")
     columns = column_list(node.columns)
     ctx.write(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {recomputed}")

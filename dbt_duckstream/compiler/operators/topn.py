@@ -84,10 +84,6 @@ class TopN(Operator):
     def _output(self, stored: str) -> str:
         return f"SELECT {column_list(self.columns)} FROM {stored} WHERE {POSITION} > {self.offset}"
 
-    def _table(self) -> str:
-        assert self.state_table is not None, f"{self.name}: state table not assigned"
-        return self.state_table.sql()
-
     def render_state(self, ctx: RenderContext, side: Side) -> str:
         if ctx.mode is Mode.RECOMPUTE:
             limit = "" if self.limit is None else f" LIMIT {self.limit}"
@@ -97,13 +93,13 @@ class TopN(Operator):
         if ctx.mode is Mode.BUILD:
             return self._output(build_state(ctx, self, self._first(self.child.state(ctx, side))))
         if side == "old" or self.child.delta(ctx) is None:
-            return self._output(self._table())
+            return self._output(self.state_table_sql())
         return self._output(self._new(ctx))
 
     def render_delta(self, ctx: RenderContext) -> str | None:
         if self.child.delta(ctx) is None:
             return None
-        old, new = self._output(self._table()), self._output(self._new(ctx))
+        old, new = self._output(self.state_table_sql()), self._output(self._new(ctx))
         return consolidated(retract_assert(old, new), self.columns)
 
     def _new(self, ctx: RenderContext) -> str:
@@ -122,7 +118,7 @@ class TopN(Operator):
             delta = ctx.cte(
                 f"{self.name}_net", consolidated(f"SELECT * FROM {child_delta}", self.columns)
             )
-            table, columns = self._table(), column_list(self.columns)
+            table, columns = self.state_table_sql(), column_list(self.columns)
             retracted = ctx.cte(
                 f"{self.name}_retracted",
                 f"SELECT {columns} FROM {delta} WHERE {MULT} < 0 "

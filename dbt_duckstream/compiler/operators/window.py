@@ -98,10 +98,6 @@ class Window(Operator):
             return rows
         return f"SELECT * FROM ({rows}) WHERE {expr_sql(self.qualify)}"
 
-    def _table(self) -> str:
-        assert self.state_table is not None, f"{self.name}: state table not assigned"
-        return self.state_table.sql()
-
     def render_state(self, ctx: RenderContext, side: Side) -> str:
         if ctx.mode is Mode.RECOMPUTE or not self.stored:
             return self._compute(self.child.state(ctx, side))
@@ -109,9 +105,9 @@ class Window(Operator):
             rows = self._compute(self.child.state(ctx, side))
             return f"SELECT * FROM {build_state(ctx, self, rows)}"
         if side == "old" or self.child.delta(ctx) is None:
-            return f"SELECT * FROM {self._table()}"
+            return f"SELECT * FROM {self.state_table_sql()}"
         keys, recomputed = self._touched(ctx)
-        kept = restrict(self._table(), self.partition, keys, anti=True)
+        kept = restrict(self.state_table_sql(), self.partition, keys, anti=True)
         return f"SELECT * FROM {kept}\nUNION ALL\nSELECT * FROM {recomputed}"
 
     def render_delta(self, ctx: RenderContext) -> str | None:
@@ -122,7 +118,7 @@ class Window(Operator):
             assert delta is not None
             return consolidated(delta, self.columns)
         keys, recomputed = self._touched(ctx)
-        old = f"SELECT * FROM {restrict(self._table(), self.partition, keys)}"
+        old = f"SELECT * FROM {restrict(self.state_table_sql(), self.partition, keys)}"
         return consolidated(retract_assert(old, f"SELECT * FROM {recomputed}"), self.columns)
 
     def _touched(self, ctx: RenderContext) -> tuple[str, str]:
@@ -135,7 +131,7 @@ class Window(Operator):
             keys = touched_keys(ctx, f"{self.name}_keys", delta, self.partition, temp=True)
             source = restrict(self.child.state(ctx, "new"), self.partition, keys)
             recomputed = ctx.temp(f"{self.name}_recomputed", self._compute(source))
-            stale = restrict(f"{self._table()} AS s", self.partition, keys)
+            stale = restrict(f"{self.state_table_sql()} AS s", self.partition, keys)
             replace_stored(ctx, self, f"SELECT s.rowid FROM {stale}", recomputed)
             return f"{keys}\t{recomputed}"
 

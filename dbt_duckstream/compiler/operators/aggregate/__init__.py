@@ -126,17 +126,13 @@ class Aggregate(Operator):
         """The state columns a touched row carries the stored values of."""
         return (ROW_COUNT, *(c for a in self.accumulators for c in a.columns))
 
-    def _table(self) -> str:
-        assert self.state_table is not None, "aggregate state table not assigned"
-        return self.state_table.sql()
-
     def _stored_join(
         self, ctx: RenderContext, select: str, join: str, groups: str, stored_first: bool = True
     ) -> str:
         """The state table ``s`` joined with ``groups`` (aliased ``t``, or ``d`` when it comes
         first) on the group columns. A large state table is read by key range: its rows are
         sorted by the first group column when built, and ``keyed_join`` matches by ``=``."""
-        table = self._table()
+        table = self.state_table_sql()
         assert self.state_table is not None
         if self.keys and self.state_table.key in ctx.large:
             if stored_first:
@@ -183,7 +179,7 @@ class Aggregate(Operator):
         if ctx.mode is Mode.BUILD:
             assert side == "new", "a build reads the new snapshot only"
             self._build(ctx)
-            return self._finals(self._table())
+            return self._finals(self.state_table_sql())
         return self._maintained_state(ctx, side)
 
     def _maintained_state(
@@ -196,7 +192,7 @@ class Aggregate(Operator):
         """The aggregate's rows at ``side`` in a maintenance run: its stored groups, at the
         new snapshot with the touched ones replaced by their new state; with ``keys``, only
         the groups whose columns ``keys`` occur in ``relation``."""
-        stored = narrowed(self._table(), keys, relation)
+        stored = narrowed(self.state_table_sql(), keys, relation)
         if side == "old" or not self.changes_in(ctx):
             return self._finals(stored)
         touched = self._touched(ctx)
@@ -249,7 +245,7 @@ class Aggregate(Operator):
             query = ctx.query(self._state_query(self.child.state(ctx, "new"), self.accumulators))
             if self.keys:  # clustered by key: a keyed read skips row groups (``_stored_join``)
                 query = f"SELECT * FROM ({query}) ORDER BY {quote(self.key_columns[0])}"
-            table = self._table()
+            table = self.state_table_sql()
             ctx.statement(f"DROP TABLE IF EXISTS {table}")
             ctx.statement(f"CREATE TABLE {table} AS {query}")
             return table
@@ -276,7 +272,7 @@ class Aggregate(Operator):
         return name
 
     def _write(self, ctx: RenderContext, touched: str) -> None:
-        table, columns = self._table(), column_list(self.state_columns)
+        table, columns = self.state_table_sql(), column_list(self.state_columns)
         if self.carries_stored:
             replaced = f"SELECT {STORED_ROWID} FROM {touched} WHERE {STORED_ROWID} IS NOT NULL"
             ctx.write(f"DELETE FROM {table} WHERE rowid IN ({replaced})")
