@@ -7,10 +7,16 @@ import re
 import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError, compile_ivm, prepare
+from dbt_duckstream.compiler import IVMPlan
 
 from .harness import fresh_lake
 
 SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "INTEGER"}}}}
+
+
+def compiled(sql: str) -> IVMPlan:
+    """A model over ``SCHEMA`` compiled without a database."""
+    return compile_ivm(sql, target="m", schema=SCHEMA, catalog="lake")
 
 
 @pytest.mark.parametrize(
@@ -108,28 +114,23 @@ SCHEMA = {"lake": {"main": {"t": {"a": "INTEGER", "b": "VARCHAR"}, "u": {"a": "I
 )
 def test_unsupported_sql_names_the_construct(sql: str, construct: str) -> None:
     with pytest.raises(UnsupportedSQLError) as raised:
-        compile_ivm(sql, target="m", schema=SCHEMA, catalog="lake")
+        compiled(sql)
     assert construct in str(raised.value)
     assert construct.split(" (")[0] in raised.value.construct
 
 
 def test_unknown_column_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="nope"):
-        compile_ivm("SELECT nope FROM t", target="m", schema=SCHEMA, catalog="lake")
+        compiled("SELECT nope FROM t")
 
 
 def test_order_by_at_the_top_is_dropped() -> None:
-    plan = compile_ivm("SELECT a FROM t ORDER BY a", target="m", schema=SCHEMA, catalog="lake")
+    plan = compiled("SELECT a FROM t ORDER BY a")
     assert "ORDER BY" not in plan.qualified_sql
 
 
 def test_explain_shows_each_operator_as_a_named_cte() -> None:
-    plan = compile_ivm(
-        "SELECT b, count(*) AS n FROM t JOIN u ON t.a = u.a GROUP BY b",
-        target="m",
-        schema=SCHEMA,
-        catalog="lake",
-    )
+    plan = compiled("SELECT b, count(*) AS n FROM t JOIN u ON t.a = u.a GROUP BY b")
     text = plan.explain()
     for kind in ("scan", "join", "aggregate"):
         assert re.search(rf'"{kind}\d+_delta" AS', text) or re.search(rf"_{kind}\d+_", text)
@@ -139,12 +140,7 @@ def test_explain_shows_each_operator_as_a_named_cte() -> None:
 
 
 def test_aggregates_without_an_algebraic_rule_recompute_touched_groups() -> None:
-    plan = compile_ivm(
-        "SELECT b, count(DISTINCT a) AS n FROM t GROUP BY b",
-        target="m",
-        schema=SCHEMA,
-        catalog="lake",
-    )
+    plan = compiled("SELECT b, count(DISTINCT a) AS n FROM t GROUP BY b")
     assert list(plan.strategies().values()) == ["key-scoped recomputation"]
     assert "SEMI JOIN" in plan.explain()
 
@@ -161,19 +157,15 @@ def test_aggregates_without_an_algebraic_rule_recompute_touched_groups() -> None
 def test_duckdb_aggregates_unknown_to_sqlglot_recompute_touched_groups(sql: str) -> None:
     """Read as functions of each row, ``product(a)`` alone failed to build, and beside a
     GROUP BY was refused as a column outside it; ``max(a, 2)`` (a list) was folded as max."""
-    plan = compile_ivm(sql, target="m", schema=SCHEMA, catalog="lake")
+    plan = compiled(sql)
     assert list(plan.strategies().values()) == ["key-scoped recomputation"]
 
 
 def test_a_row_in_a_subquery_as_a_condition_of_its_own_is_a_semi_join() -> None:
     """``WHERE (a, b) IN (SELECT ...)`` (the latest row per key) was refused as a subquery
     selecting two columns."""
-    plan = compile_ivm(
-        "SELECT a, b FROM t WHERE a > 0 "
-        "AND (a, b) IN (SELECT a, max(a)::VARCHAR FROM u GROUP BY a)",
-        target="m",
-        schema=SCHEMA,
-        catalog="lake",
+    plan = compiled(
+        "SELECT a, b FROM t WHERE a > 0 AND (a, b) IN (SELECT a, max(a)::VARCHAR FROM u GROUP BY a)"
     )
     assert "SEMI JOIN" in plan.explain()
 
@@ -181,12 +173,9 @@ def test_a_row_in_a_subquery_as_a_condition_of_its_own_is_a_semi_join() -> None:
 def test_ordered_set_aggregates_are_read_as_duckdb_calls() -> None:
     """``percentile_cont(f) WITHIN GROUP (ORDER BY a)`` was refused as "column a outside GROUP
     BY", and ``mode() WITHIN GROUP (ORDER BY a)`` as a mode() without ORDER BY."""
-    plan = compile_ivm(
+    plan = compiled(
         "SELECT b, percentile_cont(0.5) WITHIN GROUP (ORDER BY a DESC) AS p, "
-        "mode() WITHIN GROUP (ORDER BY a) AS m FROM t GROUP BY b",
-        target="m",
-        schema=SCHEMA,
-        catalog="lake",
+        "mode() WITHIN GROUP (ORDER BY a) AS m FROM t GROUP BY b"
     )
     assert list(plan.strategies().values()) == ["key-scoped recomputation"]
     assert 'QUANTILE_CONT("t.a", 0.5 ORDER BY "t.a" DESC)' in plan.explain()
@@ -195,22 +184,12 @@ def test_ordered_set_aggregates_are_read_as_duckdb_calls() -> None:
 
 def test_a_list_sorted_at_once_is_not_order_dependent() -> None:
     """``list_sort(list(DISTINCT x))`` was refused as a list() without ORDER BY."""
-    plan = compile_ivm(
-        "SELECT b, list_sort(list(DISTINCT a)) AS l FROM t GROUP BY b",
-        target="m",
-        schema=SCHEMA,
-        catalog="lake",
-    )
+    plan = compiled("SELECT b, list_sort(list(DISTINCT a)) AS l FROM t GROUP BY b")
     assert list(plan.strategies().values()) == ["key-scoped recomputation"]
 
 
 def test_mean_and_count_star_fold_as_avg_and_count() -> None:
-    plan = compile_ivm(
-        "SELECT b, mean(a) AS m, count_star() AS n FROM t GROUP BY b",
-        target="m",
-        schema=SCHEMA,
-        catalog="lake",
-    )
+    plan = compiled("SELECT b, mean(a) AS m, count_star() AS n FROM t GROUP BY b")
     assert list(plan.strategies().values()) == ["accumulators"]
 
 
