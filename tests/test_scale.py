@@ -49,6 +49,10 @@ VIEWS = {
     "WHERE f.v > 500",
     "nested_distinct": "SELECT n, count(*) AS keys, sum(total) AS total FROM "
     "(SELECT k, count(DISTINCT g) AS n, sum(v) AS total FROM facts GROUP BY k) GROUP BY n",
+    # each fact's predecessor of its key by value: an ASOF join stored at the facts' size,
+    # selecting what right rows tied on key and value leave the same
+    "asof_previous": "SELECT f.id, f.k, p.v AS previous_v, f.w * p.v AS weighted "
+    "FROM facts f ASOF LEFT JOIN facts p ON f.k = p.k AND f.v > p.v",
 }
 
 
