@@ -129,11 +129,15 @@ class Operator(ABC):
             sql = self.render_delta(ctx) if self.changes_in(ctx) else None
             if sql is None:
                 return None
-            if self.materialize_delta:
+            if self.materializes_delta(ctx):
                 return ctx.temp(f"{self.name}_delta", sql)
             return ctx.cte(f"{self.name}_delta", sql)
 
         return ctx.once(self.node_id, "delta", render)
+
+    def materializes_delta(self, ctx: RenderContext) -> bool:
+        """Whether this run computes the delta into a temporary table (``materialize_delta``)."""
+        return self.materialize_delta
 
     def state_near(
         self,

@@ -31,10 +31,10 @@ class Filter(Operator):
     predicate: exp.Expr
     kind = "filter"
 
-    def __post_init__(self) -> None:
+    def materializes_delta(self, ctx: RenderContext) -> bool:
         # over a join, the join's terms are rendered here (``delta_under``): materialized
         # as the join's own delta would be
-        self.materialize_delta = isinstance(self.child, Join)
+        return isinstance(self.child, Join) and self.child.materializes_delta(ctx)
 
     @property
     def columns(self) -> tuple[str, ...]:
