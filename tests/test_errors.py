@@ -19,6 +19,19 @@ def compiled(sql: str) -> IVMPlan:
     return compile_ivm(sql, target="m", schema=SCHEMA, catalog="lake")
 
 
+def test_columns_expressions_are_written_out_as_duckdb_reads_them() -> None:
+    """``COLUMNS(...)`` stands for the columns of its FROM that it chooses, each copy named
+    after its column (or by the alias, a regex's groups taken from the name)."""
+    plan = compiled(
+        "SELECT COLUMNS('^(a|b)$') AS 'x_\\1', coalesce(*COLUMNS(['a'])) AS c "
+        "FROM t WHERE COLUMNS(c -> c = 'a') > 0"
+    )
+    assert plan.columns == ("x_a", "x_b", "c")
+    assert compiled("SELECT max(COLUMNS(*)) FROM t").columns == ("a", "b")
+    joined = compiled("SELECT COLUMNS('a') FROM t JOIN u ON t.a = u.a")
+    assert joined.columns == ("a", "a_1")
+
+
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
@@ -85,8 +98,10 @@ def compiled(sql: str) -> IVMPlan:
         ("SELECT a, mode(b) AS m FROM t GROUP BY a", "order-dependent aggregate mode() without"),
         ("SELECT * FROM t USING SAMPLE 10%", "a sample of a table"),
         ("SELECT a FROM t TABLESAMPLE RESERVOIR(5 ROWS) REPEATABLE (3)", "a sample of a table"),
-        ("SELECT a, max(COLUMNS(['b'])) FROM t GROUP BY a", "COLUMNS(['b']) expression"),
-        ("SELECT COLUMNS('a|b') FROM t", "expression"),
+        ("SELECT COLUMNS(* REPLACE (a + 1 AS a)) FROM t", "COLUMNS(* REPLACE (a + 1 AS a))"),
+        ("SELECT COLUMNS(*) FROM t, (SELECT a FROM u)", "COLUMNS(*) expression"),
+        ("SELECT a, count(*) AS n FROM t GROUP BY COLUMNS('a')", "COLUMNS('a') expression"),
+        ("SELECT COLUMNS('a') + COLUMNS('b') FROM t", "several COLUMNS in"),
         ("SELECT 1 AS one", "a model that reads no table"),
         ("SELECT b, approx_quantile(a, 0.5) AS q FROM t GROUP BY b", "approx_quantile()"),
         ("SELECT reservoir_quantile(a, 0.5) AS q FROM t", "reservoir_quantile()"),

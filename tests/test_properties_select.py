@@ -122,6 +122,15 @@ FAMILIES: dict[str, dict[str, str]] = {
         "n_grouped": "SELECT s.k, t.k, count(*) AS n, sum(s.w) AS n FROM s JOIN t ON s.w = t.z "
         "GROUP BY s.k, t.k",
         "n_union": "SELECT k, k FROM t UNION ALL SELECT k, w FROM s",
+        "n_columns_star": "SELECT min(COLUMNS(*)), count(COLUMNS(* EXCLUDE (id))) FROM r",
+        "n_columns_regex": "SELECT k, sum(COLUMNS('^[vx]$')) AS 'total_\\0', "
+        "max(COLUMNS('^(g|v)')) FROM r GROUP BY k",
+        "n_columns_join": "SELECT COLUMNS(c -> c LIKE '%k%' OR c = 'name') FROM s JOIN t "
+        "ON s.k = t.k",
+        "n_columns_where": "SELECT id, coalesce(*COLUMNS(['x', 'v'])) AS first_set FROM r "
+        "WHERE COLUMNS(['k', 'v']) IS NOT NULL",
+        "n_columns_nested": "WITH w AS (SELECT COLUMNS(* EXCLUDE (g)) FROM r WHERE k > 0) "
+        "SELECT w.k, COLUMNS('^[vx]$') * 2 FROM w JOIN t ON w.k = t.k",
     },
     "sources": {
         "f_values_join": "SELECT r.id, v.label FROM r JOIN "

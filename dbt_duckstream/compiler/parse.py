@@ -17,6 +17,7 @@ from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..sql import TableRef
 from .aggregates import rewrite_within_group, type_aggregate_calls
 from .asof_using import mark_asof_using, restore_asof_times
+from .column_lists import expand_column_lists
 from .factoring import factor_subquery_conditions
 from .grouped_subqueries import rewrite_grouped_subqueries
 from .laterals import mark_implicit_laterals, rewrite_laterals
@@ -37,7 +38,6 @@ def parse_sql(sql: str) -> exp.Expr:
         raise UnsupportedSQLError(f"{len(statements)} statements", "a model is one SELECT")
     statement = rewrite_within_group(rewrite_pivots(statements[0]))
     check_deterministic(statement)
-    check_column_lists(statement)
     type_aggregate_calls(statement)
     drop_idle_limits(statement)
     rewrite_row_membership(statement)
@@ -123,6 +123,8 @@ def base_tables(statement: exp.Expr, catalog: str) -> Iterator[tuple[exp.Table, 
 def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
     mapping = MappingSchema(cast("dict[str, object]", schema), dialect="duckdb")
     statement = parse_sql(sql)
+    expand_column_lists(statement, mapping, catalog, db)
+    check_column_lists(statement)
     mark_implicit_laterals(statement)
     mark_asof_using(statement)
     try:
