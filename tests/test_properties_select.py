@@ -129,6 +129,10 @@ FAMILIES: dict[str, dict[str, str]] = {
         "ON s.k = t.k",
         "n_columns_where": "SELECT id, coalesce(*COLUMNS(['x', 'v'])) AS first_set FROM r "
         "WHERE COLUMNS(['k', 'v']) IS NOT NULL",
+        "n_struct_star": "SELECT p.* EXCLUDE (g) FROM (SELECT {'k': k, 'v': v, 'g': g} AS p "
+        "FROM r WHERE x IS NOT NULL)",
+        "n_struct_unnest": "SELECT k, unnest(p) FROM (SELECT s.k, "
+        "{'name': s.name, 'z': t.z, 'sum': s.w + t.z} AS p FROM s JOIN t ON s.k = t.k)",
         "n_columns_nested": "WITH w AS (SELECT COLUMNS(* EXCLUDE (g)) FROM r WHERE k > 0) "
         "SELECT w.k, COLUMNS('^[vx]$') * 2 FROM w JOIN t ON w.k = t.k",
     },

@@ -50,7 +50,7 @@ def expand_column_lists(
     >>> print(statement.sql("duckdb"))
     SELECT id, SUM("amount_a") AS "amount_a", SUM("amount_b") AS "amount_b" FROM t GROUP BY id
     """
-    for select in list(_selects_inside_out(statement)):
+    for select in list(selects_inside_out(statement)):
         if not any(True for _ in _column_lists(select)):
             continue
         available = _available_columns(select, schema, catalog, db)
@@ -67,11 +67,11 @@ def expand_column_lists(
             where.set("this", exp.and_(*copies))
 
 
-def _selects_inside_out(node: exp.Expr) -> Iterator[exp.Select]:
+def selects_inside_out(node: exp.Expr) -> Iterator[exp.Select]:
     """The SELECTs under ``node``, each after those it contains and those before it: a query
     reads the columns of the queries below it as written out."""
     for child in node.iter_expressions():
-        yield from _selects_inside_out(child)
+        yield from selects_inside_out(child)
     if isinstance(node, exp.Select):
         yield node
 
@@ -106,12 +106,9 @@ def _visible_ctes(select: exp.Select) -> list[exp.CTE]:
     return list(found.values())
 
 
-def _available_columns(
-    select: exp.Select, schema: MappingSchema, catalog: str | None, db: str | None
-) -> list[exp.Expr] | None:
-    """What ``SELECT *`` would give over the ``FROM`` of ``select``, each as a column to read
-    it by (named after the column), in order; None when it cannot be resolved (the refusal
-    then names the ``COLUMNS``)."""
+def star_probe(select: exp.Select) -> exp.Select | None:
+    """``SELECT *`` over the ``FROM`` of ``select``, with the CTEs it may name: qualified, its
+    projections are the columns the ``FROM`` offers, in order (None: no ``FROM``)."""
     from_ = select.args.get("from_")
     if from_ is None:
         return None
@@ -120,6 +117,18 @@ def _available_columns(
     ctes = _visible_ctes(select)
     if ctes:
         probe.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
+    return probe
+
+
+def _available_columns(
+    select: exp.Select, schema: MappingSchema, catalog: str | None, db: str | None
+) -> list[exp.Expr] | None:
+    """What ``SELECT *`` would give over the ``FROM`` of ``select``, each as a column to read
+    it by (named after the column), in order; None when it cannot be resolved (the refusal
+    then names the ``COLUMNS``)."""
+    probe = star_probe(select)
+    if probe is None:
+        return None
     try:
         qualified = qualify(
             probe, schema=schema, catalog=catalog, db=db, dialect="duckdb", quote_identifiers=False
@@ -131,7 +140,7 @@ def _available_columns(
     ):
         return None
     names = [p.alias_or_name for p in qualified.selects]
-    joins = select.args.get("joins") or []
+    from_, joins = select.args["from_"], select.args.get("joins") or []
     items = {i.alias_or_name for i in [from_.this, *(j.this for j in joins)]}
     found: list[exp.Expr] = []
     for projection, name in zip(qualified.selects, names, strict=True):

@@ -24,6 +24,7 @@ from .laterals import mark_implicit_laterals, rewrite_laterals
 from .limits import drop_idle_limits
 from .pivots import rewrite_pivots
 from .row_membership import rewrite_row_membership
+from .struct_stars import expand_struct_stars
 from .tree import Schema
 from .validate import check_column_lists, check_deterministic
 
@@ -125,6 +126,7 @@ def qualify_sql(sql: str, *, schema: Schema, catalog: str, db: str) -> exp.Expr:
     statement = parse_sql(sql)
     expand_column_lists(statement, mapping, catalog, db)
     check_column_lists(statement)
+    expand_struct_stars(statement, mapping, catalog, db)
     mark_implicit_laterals(statement)
     mark_asof_using(statement)
     try:
