@@ -50,8 +50,8 @@ def expand_column_lists(
     >>> print(statement.sql("duckdb"))
     SELECT id, SUM("amount_a") AS "amount_a", SUM("amount_b") AS "amount_b" FROM t GROUP BY id
     """
-    for select in list(selects_inside_out(statement)):
-        if not any(True for _ in _column_lists(select)):
+    for select in selects_inside_out(statement):
+        if next(_column_lists(select), None) is None:
             continue
         available = _available_columns(select, schema, catalog, db)
         if available is None:
@@ -67,13 +67,20 @@ def expand_column_lists(
             where.set("this", exp.and_(*copies))
 
 
-def selects_inside_out(node: exp.Expr) -> Iterator[exp.Select]:
+def selects_inside_out(node: exp.Expr) -> list[exp.Select]:
     """The SELECTs under ``node``, each after those it contains and those before it: a query
     reads the columns of the queries below it as written out."""
-    for child in node.iter_expressions():
-        yield from selects_inside_out(child)
-    if isinstance(node, exp.Select):
-        yield node
+    found: list[exp.Select] = []
+    pending: list[tuple[exp.Expr, bool]] = [(node, False)]
+    while pending:
+        current, below_done = pending.pop()
+        if below_done:
+            if isinstance(current, exp.Select):
+                found.append(current)
+            continue
+        pending.append((current, True))
+        pending.extend((child, False) for child in reversed(list(current.iter_expressions())))
+    return found
 
 
 def _column_lists(select: exp.Select) -> Iterator[exp.Columns]:
@@ -85,10 +92,13 @@ def _column_lists(select: exp.Select) -> Iterator[exp.Columns]:
 
 def _own(expression: exp.Expr) -> list[exp.Columns]:
     """The ``COLUMNS`` in ``expression`` outside the queries it holds (``expression`` too)."""
-    found = [expression] if isinstance(expression, exp.Columns) else []
-    for node in expression.iter_expressions():
-        if not isinstance(node, exp.Query):
-            found.extend(_own(node))
+    found: list[exp.Columns] = []
+    pending = [expression]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, exp.Columns):
+            found.append(node)
+        pending.extend(c for c in node.iter_expressions() if not isinstance(c, exp.Query))
     return found
 
 

@@ -35,7 +35,7 @@ def expand_struct_stars(
     >>> print(statement.sql("duckdb"))
     SELECT id, STRUCT_EXTRACT(s, 'a') AS "a", STRUCT_EXTRACT(s, 'b') AS "b" FROM t
     """
-    for select in list(selects_inside_out(statement)):
+    for select in selects_inside_out(statement):
         named = [_struct_named(p, select) for p in select.expressions]
         if not any(named):
             continue
