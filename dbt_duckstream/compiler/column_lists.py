@@ -63,7 +63,7 @@ def expand_column_lists(
         )
         where = select.args.get("where")
         if where is not None and _own(where.this):
-            copies = [_unaliased(c) for c in _copies(where.this, available)]
+            copies = [c.unalias() for c in _copies(where.this, available)]
             where.set("this", exp.and_(*copies))
 
 
@@ -116,6 +116,16 @@ def _visible_ctes(select: exp.Select) -> list[exp.CTE]:
     return list(found.values())
 
 
+def from_items(select: exp.Select) -> set[str]:
+    """The names of the items of the ``FROM`` of ``select`` (tables, subqueries, CTEs read)."""
+    from_ = select.args.get("from_")
+    items = [
+        *([from_.this] if from_ is not None else []),
+        *(j.this for j in select.args.get("joins") or []),
+    ]
+    return {i.alias_or_name for i in items}
+
+
 def star_probe(select: exp.Select) -> exp.Select | None:
     """``SELECT *`` over the ``FROM`` of ``select``, with the CTEs it may name: qualified, its
     projections are the columns the ``FROM`` offers, in order (None: no ``FROM``)."""
@@ -150,11 +160,10 @@ def _available_columns(
     ):
         return None
     names = [p.alias_or_name for p in qualified.selects]
-    from_, joins = select.args["from_"], select.args.get("joins") or []
-    items = {i.alias_or_name for i in [from_.this, *(j.this for j in joins)]}
+    items = from_items(select)
     found: list[exp.Expr] = []
     for projection, name in zip(qualified.selects, names, strict=True):
-        read = _unaliased(projection)
+        read = projection.unalias()
         qualifier = read.table if names.count(name) > 1 and isinstance(read, exp.Column) else None
         if qualifier is not None and qualifier not in items:
             return None  # a name two unnamed items share
@@ -208,7 +217,7 @@ def _copies(expression: exp.Expr, available: list[exp.Expr]) -> list[exp.Expr]:
         names = [alias] * len(names)
     copies = []
     for column, name in zip(chosen, names, strict=True):
-        copy = _unaliased(expression).copy()
+        copy = expression.unalias().copy()
         if isinstance(copy, exp.Columns):
             copy = column.copy()
         for node in _own(copy):
@@ -229,10 +238,6 @@ def _unpack(column_list: exp.Columns, available: list[exp.Expr]) -> None:
     arguments = ", ".join(c.sql("duckdb") for c in chosen)
     written = re.sub(rf"{_UNPACKED}\(\)", arguments, call.sql("duckdb"), flags=re.IGNORECASE)
     call.replace(exp.maybe_parse(written, dialect="duckdb"))
-
-
-def _unaliased(expression: exp.Expr) -> exp.Expr:
-    return expression.this if isinstance(expression, exp.Alias) else expression
 
 
 def _ask(query: str, names: list[str]) -> list[str]:

@@ -19,7 +19,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from .column_lists import selects_inside_out, star_probe
+from .column_lists import from_items, selects_inside_out, star_probe
 
 
 def expand_struct_stars(
@@ -62,21 +62,15 @@ def _struct_named(projection: exp.Expr, select: exp.Select) -> str | None:
     """The column a projection would expand as a struct: ``name.*`` (not naming a ``FROM``
     item) or ``unnest(name)``."""
     if isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
-        if projection.table and projection.table not in _items(select):
+        if projection.table and projection.table not in from_items(select):
             return projection.table
         return None
-    inner = projection.this if isinstance(projection, exp.Alias) else projection
+    inner = projection.unalias()
     if isinstance(inner, exp.Explode | exp.Unnest) and not inner.expressions:
         argument = inner.this
         if isinstance(argument, exp.Column) and not argument.table:
             return argument.name
     return None
-
-
-def _items(select: exp.Select) -> set[str]:
-    from_ = select.args.get("from_")
-    joins = select.args.get("joins") or []
-    return {i.alias_or_name for i in [*([from_.this] if from_ else []), *(j.this for j in joins)]}
 
 
 def _excluded(projection: exp.Expr) -> list[exp.Expr]:

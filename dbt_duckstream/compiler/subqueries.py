@@ -366,7 +366,7 @@ class Subqueries:
                 raise UnsupportedSQLError(
                     f"subquery selecting {len(expressions)} columns", "select one column"
                 )
-            outputs.append(exp.alias_(_unaliased(expressions[0]), "_ivm_v", quoted=True))
+            outputs.append(exp.alias_(expressions[0].unalias(), "_ivm_v", quoted=True))
         if not outputs:
             outputs = [exp.alias_(exp.true(), "_ivm_v", quoted=True)]
         split.select.set("expressions", outputs)
@@ -400,7 +400,7 @@ class Subqueries:
                 f"scalar subquery selecting {len(select.expressions)} columns",
                 "select one column",
             )
-        expression = _unaliased(select.expressions[0])
+        expression = select.expressions[0].unalias()
         keys: list[tuple[exp.Expr, exp.Expr]] = []
         if split is not None:
             if select.args.get("group") or select.args.get("having") or select.args.get("distinct"):
@@ -493,17 +493,13 @@ def _one_column(node: Operator, what: str) -> None:
         )
 
 
-def _unaliased(expression: exp.Expr) -> exp.Expr:
-    return expression.this if isinstance(expression, exp.Alias) else expression
-
-
 def _simple_aggregate(query: exp.Expr) -> bool:
     """``SELECT <one expression over aggregate calls> FROM ... [WHERE ...]``: one row always."""
     if not isinstance(query, exp.Select) or len(query.expressions) != 1:
         return False
     if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "limit")):
         return False
-    expression = _unaliased(query.expressions[0])
+    expression = query.expressions[0].unalias()
     if expression.find(exp.Window) or any(
         isinstance(n, exp.Query) for n in outside_subqueries(expression) if n is not expression
     ):

@@ -177,7 +177,7 @@ class _Builder:
                 raise UnsupportedSQLError(f"subquery in {name}")
         if group is not None and has_subquery(group):
             raise UnsupportedSQLError("subquery in GROUP BY")
-        written = [_unalias(e) for e in select.expressions]
+        written = [e.unalias() for e in select.expressions]
         ordered = (
             [o.this for o in select.args["order"].expressions] if select.args.get("order") else []
         )
@@ -648,10 +648,6 @@ def _flatten(expression: exp.Expr) -> exp.Expr:
         return node
 
     return expression.copy().transform(rename)
-
-
-def _unalias(expression: exp.Expr) -> exp.Expr:
-    return expression.this if isinstance(expression, exp.Alias) else expression
 
 
 def _is_aggregate_call(node: exp.Expr) -> bool:

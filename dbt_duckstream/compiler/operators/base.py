@@ -31,8 +31,6 @@ class Operator(ABC):
     #: position of the node in tree order (children first); names its CTEs
     node_id: int = 0
     kind: str = "operator"
-    #: compute the delta once into a temporary table (it is read by several statements)
-    materialize_delta: bool = False
     #: read the state where it is referenced, never materialized (a plain table read)
     inline_state: bool = False
     #: where a stored operator keeps its state (assigned when the plan is compiled)
@@ -136,8 +134,9 @@ class Operator(ABC):
         return ctx.once(self.node_id, "delta", render)
 
     def materializes_delta(self, ctx: RenderContext) -> bool:
-        """Whether this run computes the delta into a temporary table (``materialize_delta``)."""
-        return self.materialize_delta
+        """Whether this run computes the delta once into a temporary table (it is read by
+        several statements, or DuckDB plans better with its exact row count)."""
+        return False
 
     def state_near(
         self,

@@ -82,15 +82,13 @@ class Join(Operator):
     inputs: tuple[JoinInput, ...]
     condition: exp.Expr | None
     kind = "join"
-    #: statements downstream then plan with its exact row count: DuckDB estimates a union of
-    #: joins poorly, and TPC-H Q18 at SF10 hashed a 15M-row state table (0.5 s) to match a
-    #: 58k-row delta read as a CTE
-    materialize_delta = True
 
     def materializes_delta(self, ctx: RenderContext) -> bool:
-        """A join of one input (a lone ``FROM`` item) renames its input's delta: read in
-        place, one term gives no union to estimate (TPC-H Q1 copied 60k appended lineitems
-        for it, 12 of 116 ms at SF10)."""
+        """Statements downstream then plan with its exact row count: DuckDB estimates a union
+        of join terms poorly, and TPC-H Q18 at SF10 hashed a 15M-row state table (0.5 s) to
+        match a 58k-row delta read as a CTE. A join of one input (a lone ``FROM`` item)
+        renames its input's delta, read in place: one term gives no union to estimate (TPC-H
+        Q1 copied 60k appended lineitems for it, 12 of 116 ms at SF10)."""
         return len(self.inputs) > 1
 
     @property

@@ -90,7 +90,6 @@ class Scan(Operator):
     #: the table has a column named ``snapshot_id``, hiding DuckLake's virtual column
     hides_snapshot_id: bool = False
     kind = "scan"
-    materialize_delta = True
     inline_state = True
 
     @property
@@ -143,14 +142,14 @@ class Scan(Operator):
         where it is used: its rows only gain copies, so a projection of them cancels nothing
         and needs no netting (a grouping by every column read: 23 of 109 ms of TPC-H Q1's
         run at SF10 with appends), nor a copy."""
-        return (
-            self.table.key in ctx.feeds
-            and self.table.key in ctx.appended
-            and self.table.key not in ctx.reorganized
-            and not self.hides_snapshot_id
+        return self.table.key in ctx.feeds and inserts_only(
+            appended=self.table.key in ctx.appended,
+            reorganized=self.table.key in ctx.reorganized,
+            hides_snapshot_id=self.hides_snapshot_id,
         )
 
     def materializes_delta(self, ctx: RenderContext) -> bool:
+        """A source's delta is read by several statements; one read in place is not."""
         return not self._projects_feed(ctx)
 
 
@@ -174,8 +173,11 @@ def source_delta_sql(
     only inserted may keep duplicate rows apart, each with multiplicity 1 (the shared feed
     cache: no row can cancel there)."""
     old, new = window
-    if appended and not netted and not (hides_snapshot_id or reorganized):
-        select = column_list(read) if read else f"TRUE AS {ROW_MARKER}"
+    only_inserted = inserts_only(
+        appended=appended, reorganized=reorganized, hides_snapshot_id=hides_snapshot_id
+    )
+    select = column_list(read) if read else f"TRUE AS {ROW_MARKER}"
+    if only_inserted and not netted:
         return (
             f"SELECT {select}, 1::BIGINT AS {MULT} "
             f"FROM {table.sql()} AT (VERSION => {new}) WHERE snapshot_id > {old}"
@@ -199,7 +201,6 @@ def source_delta_sql(
         began = ended = among(f"{began_rows} UNION {rowids('deletions')}")
     else:
         began, ended = f"snapshot_id > {old}", among(rowids("deletions"))
-    select = column_list(read) if read else f"TRUE AS {ROW_MARKER}"
     columns = column_list(read or (ROW_MARKER,))
     ctes: list[str] = []
 
@@ -219,7 +220,7 @@ def source_delta_sql(
         )
 
     halves = [half(new, began, 1)]
-    if not appended or hides_snapshot_id or reorganized:
+    if not only_inserted:
         halves.append(half(old, ended, -1))
     with_clause = f"WITH {', '.join(ctes)}\n" if ctes else ""
     return (
@@ -227,6 +228,13 @@ def source_delta_sql(
         + "\n  UNION ALL\n".join(halves)
         + "\n) GROUP BY ALL HAVING SUM(_ivm_sign) <> 0"
     )
+
+
+def inserts_only(*, appended: bool, reorganized: bool, hides_snapshot_id: bool) -> bool:
+    """Whether a window's delta is the rows it inserted alone, each gaining one copy: it only
+    inserted into the table, and ``snapshot_id`` tells those rows (no reorganization gave
+    kept rows a new one, no column hides it)."""
+    return appended and not (reorganized or hides_snapshot_id)
 
 
 def check_row_identity(table: TableRef, columns: list[str]) -> None:
