@@ -112,6 +112,9 @@ FAMILIES: dict[str, dict[str, str]] = {
         "(SELECT r.g, count(*) AS n FROM r WHERE r.k = s.k GROUP BY r.g) AS gs",
         "l_implicit": "SELECT t.k, x.m FROM t, (SELECT max(r.v) AS m FROM r WHERE r.k = t.k) AS x",
         "l_unnest": "SELECT r.id, u.e FROM r, LATERAL unnest([r.v, r.k]) AS u(e)",
+        "l_series": "SELECT s.name, d.n, d.n * s.k AS nk FROM s CROSS JOIN LATERAL "
+        "generate_series(1, s.w) AS d(n)",
+        "l_range_unnamed": "SELECT r.id, x.* FROM r, LATERAL range(r.k) AS x WHERE r.v > 0",
         "l_order_by_alias": "SELECT s.k, lp.vv FROM s JOIN LATERAL (SELECT r.v * 10 AS vv, r.id "
         "FROM r WHERE r.k = s.k ORDER BY vv DESC NULLS FIRST, r.id, r.g, r.x, r.v LIMIT 1) lp "
         "ON lp.vv > 0",

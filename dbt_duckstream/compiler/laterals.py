@@ -2,7 +2,9 @@
 SQL is qualified, so that every column names its table and no ``*`` is left).
 
 * A derived table that names an earlier FROM item is LATERAL, as in DuckDB.
-* ``LATERAL unnest(o.tags)`` is ``unnest(o.tags)``: a table function of each row already.
+* ``LATERAL unnest(o.tags)``, ``LATERAL generate_series(s.start, s.stop, INTERVAL 1 DAY)`` is
+  the table function itself, a function of each row already (``unwrap_lateral_functions``,
+  when the model is parsed, so that its columns are named as DuckDB names them).
 * ``LATERAL (SELECT o.a * 2 AS v)``, expressions without FROM, is one row per outer row:
   each ``x.v`` reads the expression itself.
 * ``LATERAL (SELECT count(*) AS n, sum(p.v) AS s FROM p WHERE p.k = o.id)``, aggregates
@@ -26,6 +28,29 @@ from ..errors import UnsupportedSQLError
 from .keyed import KEY, keyed_body
 from .subqueries import sources
 from .validate import limit_value
+
+
+def unwrap_lateral_functions(statement: exp.Expr) -> None:
+    """Replace, in place, each ``LATERAL f(...)`` FROM item that calls a table function by the
+    call as the item it is without the keyword (``unnest(...)``, or a table of the function):
+    DuckDB reads a table function of an earlier item's columns laterally either way.
+
+    >>> import sqlglot
+    >>> statement = sqlglot.parse_one(
+    ...     "SELECT * FROM s, LATERAL generate_series(s.a, s.b) AS d(day)", "duckdb"
+    ... )
+    >>> unwrap_lateral_functions(statement)
+    >>> statement.sql("duckdb")
+    'SELECT * FROM s, GENERATE_SERIES(s.a, s.b) AS d(day)'
+    """
+    for lateral in list(statement.find_all(exp.Lateral)):
+        call = lateral.this
+        if isinstance(call, exp.Subquery) or lateral.args.get("view"):
+            continue
+        alias = lateral.args.get("alias")
+        item = call.copy() if isinstance(call, exp.Unnest) else exp.Table(this=call.copy())
+        item.set("alias", alias.copy() if alias is not None else None)
+        lateral.replace(item)
 
 
 def mark_implicit_laterals(statement: exp.Expr) -> None:
@@ -55,11 +80,8 @@ def rewrite_laterals(statement: exp.Expr) -> None:
         if not isinstance(join, exp.Join) or not isinstance(join.parent, exp.Select):
             raise UnsupportedSQLError("LATERAL outside a join of a SELECT's FROM clause")
         body = lateral.this
-        if not isinstance(body, exp.Subquery):
-            item = body.copy()
-            item.set("alias", lateral.args.get("alias"))
-            lateral.replace(item)
-            continue
+        if not isinstance(body, exp.Subquery):  # Hive's LATERAL VIEW
+            raise UnsupportedSQLError(f"{lateral.sql(dialect='duckdb')}")
         query = body.this
         if not isinstance(query, exp.Select):
             raise UnsupportedSQLError("LATERAL over a set operation")

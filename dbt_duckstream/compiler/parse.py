@@ -20,7 +20,7 @@ from .asof_using import mark_asof_using, restore_asof_times
 from .column_lists import expand_column_lists
 from .factoring import factor_subquery_conditions
 from .grouped_subqueries import rewrite_grouped_subqueries
-from .laterals import mark_implicit_laterals, rewrite_laterals
+from .laterals import mark_implicit_laterals, rewrite_laterals, unwrap_lateral_functions
 from .limits import drop_idle_limits
 from .pivots import rewrite_pivots
 from .row_membership import rewrite_row_membership
@@ -47,6 +47,7 @@ def parse_sql(sql: str) -> exp.Expr:
     if isinstance(statement, exp.Query) and not _ordered_rows_matter(statement):
         # A table has no order; ORDER BY at the top changes nothing that is stored.
         statement.set("order", None)
+    unwrap_lateral_functions(statement)
     name_function_columns(statement)
     return statement
 
