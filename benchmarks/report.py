@@ -131,7 +131,9 @@ def markdown(
         "|---|---|---|",
         *(f"| {c.view} | {c.compile_ms:.0f} ms | {c.unchanged_ms:.1f} ms |" for c in costs),
         "",
-        "Both medians of 5; the first compile in a process also pays sqlglot's warm-up.",
+        "Both medians of 5; the first compile in a process also pays sqlglot's warm-up; the runs "
+        "with no change are timed after a pause, once the machine has settled from the last "
+        "rebuild.",
         "",
         f"- the cost choice was right in {right} of {runs} runs",
         *targets(rows, scale=scale, mix=mix),
