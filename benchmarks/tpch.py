@@ -206,10 +206,12 @@ def run(
     costs = []
     # the last view's rebuild (the wide join: 40 s and several GB written at SF10) leaves the
     # machine stalling statements for seconds (up to 170 ms in its first 3 s, measured; after
-    # this pause only the first statement, 20-30 ms): the runs with no change are timed once
-    # it has settled, not in its wake. A series may still show one view's runs slowed (31 ms
-    # at SF10 with appends against 7-13 ms for the others), unexplained.
+    # this pause only the first statement, 20-30 ms, the catalog's reload that ``settle``
+    # takes): the runs with no change are timed once it has settled, not in its wake. A series
+    # may still show one view's runs slowed (31 ms at SF10 with appends against 7-13 ms for
+    # the others), unexplained.
     time.sleep(SETTLE_SECONDS)
+    settle(con)
     for name in views:
         times = []
         for _ in range(5):

@@ -47,9 +47,8 @@ def unwrap_lateral_functions(statement: exp.Expr) -> None:
         call = lateral.this
         if isinstance(call, exp.Subquery) or lateral.args.get("view"):
             continue
-        alias = lateral.args.get("alias")
         item = call.copy() if isinstance(call, exp.Unnest) else exp.Table(this=call.copy())
-        item.set("alias", alias.copy() if alias is not None else None)
+        item.set("alias", lateral.args.get("alias"))
         lateral.replace(item)
 
 
@@ -81,7 +80,7 @@ def rewrite_laterals(statement: exp.Expr) -> None:
             raise UnsupportedSQLError("LATERAL outside a join of a SELECT's FROM clause")
         body = lateral.this
         if not isinstance(body, exp.Subquery):  # Hive's LATERAL VIEW
-            raise UnsupportedSQLError(f"{lateral.sql(dialect='duckdb')}")
+            raise UnsupportedSQLError(lateral.sql(dialect="duckdb"))
         query = body.this
         if not isinstance(query, exp.Select):
             raise UnsupportedSQLError("LATERAL over a set operation")
