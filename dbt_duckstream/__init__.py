@@ -2,7 +2,7 @@
 
 from .compiler import IVMPlan, compile_ivm
 from .errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
-from .runtime import RunResult, load_ducklake, prepare, refresh
+from .runtime import RunResult, load_ducklake, prepare, refresh, run_model
 
 __all__ = [
     "ConfigurationError",
@@ -14,4 +14,5 @@ __all__ = [
     "load_ducklake",
     "prepare",
     "refresh",
+    "run_model",
 ]

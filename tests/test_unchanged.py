@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dbt_duckstream import prepare, refresh
 from dbt_duckstream.bridge import functions
+from dbt_duckstream.runtime import model_run
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.unchanged import known_unchanged
 from dbt_duckstream.sql import TableRef
@@ -53,7 +54,7 @@ def test_an_unchanged_model_is_known_without_compiling(lake, monkeypatch):
         raise AssertionError("compiled the model's SQL")
 
     with monkeypatch.context() as patched:
-        patched.setattr(functions, "prepare", no_compiling)
+        patched.setattr(model_run, "prepare", no_compiling)
         first = run(lake)
     assert first["strategy"] == "unchanged", first
     assert first["reason"] == "no source changed"
@@ -64,7 +65,7 @@ def test_an_unchanged_model_is_known_without_compiling(lake, monkeypatch):
     changed = run(lake)
     assert (changed["strategy"], changed["rows_inserted"]) == ("incremental", 1)
     with monkeypatch.context() as patched:
-        patched.setattr(functions, "prepare", no_compiling)
+        patched.setattr(model_run, "prepare", no_compiling)
         assert run(lake)["strategy"] == "unchanged"
         with pytest.raises(AssertionError, match="compiled"):
             run(lake, full_refresh=True)

@@ -12,35 +12,22 @@ message itself, rather than with DuckDB's wrapping of a Python exception.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
 import duckdb
 
-from ..compiler import IVMPlan
-from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
-from ..retry import retrying
-from ..runtime import runlog
+from ..errors import DuckstreamError
+from ..runtime import model_run, runlog
 from ..runtime.consistency import differences_sql
-from ..runtime.decide import Strategy, rebuild_above
-from ..runtime.lake import (
-    describe,
-    disable_for_good,
-    stored_columns,
-    table_ids,
-    unsound_optimizers,
-)
-from ..runtime.run import RunResult, prepare, rebuild_unmaintainable, refresh, using
+from ..runtime.decide import rebuild_above
+from ..runtime.lake import describe, disable_for_good, stored_columns, unsound_optimizers
+from ..runtime.run import prepare, using
 from ..runtime.status import format_status, status
 from ..runtime.turns import LAKE
-from ..runtime.unchanged import known_unchanged
 from ..sql import TableRef, literal
-from .empty import without_empty_reads
 
 Request = dict[str, Any]
-
-FALLBACKS = ("none", "rebuild")
 
 
 def relation(request: Request) -> TableRef:
@@ -50,101 +37,17 @@ def relation(request: Request) -> TableRef:
 
 
 def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
-    """Build or maintain one model; ``ivm_fallback='rebuild'`` rebuilds unsupported SQL."""
-    target = relation(request)
-    fallback = str(request.get("fallback") or "none")
-    if fallback not in FALLBACKS:
-        raise ConfigurationError(
-            f"ivm_fallback={fallback!r} is not a choice: use 'rebuild' or leave it unset"
-        )
-    if request.get("empty"):
-        return _run_empty(con, request, target, fallback)
-    return _run_model(con, request, target, fallback)
-
-
-def _bound(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> IVMPlan:
-    """The model's plan, compiled against the live catalog."""
-
-    def bound() -> IVMPlan:
-        with LAKE.reading():
-            return prepare(con, sql, target, catalog=target.catalog, db=target.schema)
-
-    return retrying(bound, f"incremental_ivm {target.key} binding its SQL")
-
-
-def _unmaintainable(error: UnsupportedSQLError) -> DuckstreamError:
-    return DuckstreamError(
-        f"{error}. Rewrite the model, or set ivm_fallback='rebuild' to rebuild it in full on "
-        "every run"
-    )
-
-
-def _run_empty(
-    con: duckdb.DuckDBPyConnection, request: Request, target: TableRef, fallback: str
-) -> dict[str, Any]:
-    """dbt's ``--empty``: compile the model's SQL as a run would, so that SQL it cannot
-    maintain fails here too; create its table without rows when it has none, for the models
-    downstream to bind against. No run is recorded, so the next run builds the table; a table
-    that exists is left as it is (what dbt's incremental materialization does)."""
-    started = time.perf_counter()
-    try:
-        _bound(con, without_empty_reads(request["sql"]), target)
-    except UnsupportedSQLError as error:
-        if fallback != "rebuild":
-            raise _unmaintainable(error) from error
-    with LAKE.writing(), using(con, target.catalog, target.schema):
-        exists = table_ids(con, [target])[target.key] is not None
-        if not exists:
-            con.execute(f"CREATE TABLE IF NOT EXISTS {target.sql()} AS {request['sql']}")
-    reason = "--empty: SQL checked, " + (
-        "table left as it is" if exists else "table created without rows; the next run builds it"
-    )
-    result = RunResult(
-        target.key, Strategy.EMPTY.value, reason, {}, seconds=time.perf_counter() - started
+    """Build or maintain one model (``runtime.model_run``)."""
+    result = model_run.run_model(
+        con,
+        request["sql"],
+        relation(request),
+        full_refresh=bool(request.get("full_refresh")),
+        empty=bool(request.get("empty")),
+        fallback=request.get("fallback"),
+        rebuild_above=rebuild_above(request.get("rebuild_above")),
     )
     return result.to_dict()
-
-
-def _run_model(
-    con: duckdb.DuckDBPyConnection, request: Request, target: TableRef, fallback: str
-) -> dict[str, Any]:
-    threshold = rebuild_above(request.get("rebuild_above"))
-    full_refresh = bool(request.get("full_refresh"))
-    if not full_refresh:
-        quiet = _known_unchanged(con, request["sql"], target)
-        if quiet is not None:
-            return quiet.to_dict()
-    try:
-        plan = _bound(con, request["sql"], target)
-    except UnsupportedSQLError as error:
-        if fallback != "rebuild":
-            raise _unmaintainable(error) from error
-        reason = f"ivm_fallback='rebuild': {error.construct} cannot be maintained"
-        # one transaction, like refresh: a lost commit race reruns it whole
-        result = retrying(
-            lambda: rebuild_unmaintainable(
-                con, request["sql"], target, catalog=target.catalog, db=target.schema, reason=reason
-            ),
-            f"incremental_ivm {target.key}",
-        )
-        return result.to_dict()
-    result = refresh(con, plan, full_refresh=full_refresh, rebuild_above=threshold)
-    return result.to_dict()
-
-
-def _known_unchanged(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef
-) -> RunResult | None:
-    """The run, when the lake's metadata proves that nothing changed since the model's last
-    one: without compiling its SQL (``runtime.unchanged``)."""
-    started = time.perf_counter()
-    with LAKE.reading():
-        found = known_unchanged(con, sql, target, catalog=target.catalog, db=target.schema)
-    if found is None:
-        return None
-    reason, window = found
-    seconds = time.perf_counter() - started
-    return RunResult(target.key, Strategy.UNCHANGED.value, reason, window, seconds=seconds)
 
 
 def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:

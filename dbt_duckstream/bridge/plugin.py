@@ -26,8 +26,10 @@ from typing import Any
 from dbt.adapters.duckdb.environments.local import DuckDBCursorWrapper
 from dbt.adapters.duckdb.plugins import BasePlugin
 from dbt.adapters.duckdb.secrets import Secret
+from dbt.adapters.factory import FACTORY
 from duckdb import DuckDBPyConnection
 
+from ..runtime.breakdown import enable_profiling
 from ..runtime.lake import (
     CATALOG_EXTENSIONS,
     TOGGLED_OPTIMIZERS,
@@ -98,9 +100,12 @@ class Plugin(BasePlugin):
     def configure_connection(self, conn: DuckDBPyConnection) -> None:
         self._complete_attachments()
         load_ducklake(conn)
-        # before dbt's threads start: none may change the instance's optimizers while another
-        # plans a query (``lake.TOGGLED_OPTIMIZERS``)
-        disable_for_good(conn, TOGGLED_OPTIMIZERS)
+        if dbt_threads() != 1:
+            # before dbt's threads start: none may change the instance's optimizers while
+            # another plans a query (``lake.TOGGLED_OPTIMIZERS``); with one thread nothing
+            # else plans, and each run turns off only what its own statements need
+            disable_for_good(conn, TOGGLED_OPTIMIZERS)
+        enable_profiling(conn)
         for extension in sorted(self._extensions()):
             load_extension(conn, extension)
         for secret in self.secrets:
@@ -129,6 +134,16 @@ class Plugin(BasePlugin):
             if data_path.lower().startswith(REMOTE_SCHEMES):
                 needed.add("httpfs")
         return needed
+
+
+def dbt_threads() -> int | None:
+    """The threads of this dbt invocation (the profile's, or ``--threads``); None when no
+    dbt adapter is registered (a process that is not dbt's)."""
+    try:
+        adapter: Any = FACTORY.lookup_adapter("duckdb")
+        return int(adapter.config.threads)
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return None
 
 
 def _fields(secret: dict[str, Any]) -> dict[str, Any]:

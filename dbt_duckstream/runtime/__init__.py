@@ -3,6 +3,7 @@ transaction each."""
 
 from .decide import Decision, Strategy
 from .lake import attach_lake, load_ducklake
+from .model_run import run_model
 from .run import RunResult, prepare, rebuild_unmaintainable, refresh, using
 
 __all__ = [
@@ -14,5 +15,6 @@ __all__ = [
     "prepare",
     "rebuild_unmaintainable",
     "refresh",
+    "run_model",
     "using",
 ]

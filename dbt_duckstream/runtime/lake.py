@@ -24,6 +24,7 @@ from ..sql import (
     quote,
     unique_names,
 )
+from .breakdown import phase
 from .turns import LAKE
 
 
@@ -148,7 +149,8 @@ def transaction(
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        con.execute("COMMIT")
+        with phase("commit" if writes else "decide"):
+            con.execute("COMMIT")
 
 
 def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from sqlglot import exp
 from ..compiler import (
     STATE_PREFIX,
     IVMPlan,
+    Maintenance,
     Schema,
     compile_ivm,
     inline_views,
@@ -34,6 +35,7 @@ from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
 from ..retry import LOGGER, ducklake_paths, retrying, sqlite_catalogs
 from ..sql import TableRef, bare_statement, inlined, literal, quote
 from . import known_runs, runlog
+from .breakdown import Breakdown, phase
 from .counts import CountRead, counts_at_pins, remember
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
@@ -73,12 +75,15 @@ class RunResult:
     rows_deleted: int = 0
     seconds: float = 0.0
     statements: list[str] = field(default_factory=list)
+    #: where the run's time went (``runtime.model_run`` records it)
+    breakdown: Breakdown = field(default_factory=Breakdown)
 
     def summary(self) -> str:
         window = ", ".join(f"{c} {a}->{b}" for c, (a, b) in sorted(self.snapshots.items()))
+        timed = self.breakdown.describe()
         return (
             f"{self.strategy} ({self.reason}): +{self.rows_inserted} -{self.rows_deleted} rows, "
-            f"snapshots {window or 'none'}"
+            f"snapshots {window or 'none'}" + (f"; {timed}" if timed else "")
         )
 
     def to_dict(self) -> dict:
@@ -91,6 +96,7 @@ class RunResult:
             "rows_deleted": self.rows_deleted,
             "snapshots": {c: list(window) for c, window in sorted(self.snapshots.items())},
             "seconds": round(self.seconds, 6),
+            "breakdown": self.breakdown.to_dict(),
             "summary": self.summary(),
         }
 
@@ -227,9 +233,12 @@ def refresh(
             return result, lambda: None
         result.seconds = time.perf_counter() - started
         registered = result.strategy != Strategy.UNCHANGED and not decision.refills
-        entry = _record(con, plan, situation, decision, result, feeds, registered=registered)
-        token = commit_info(plan, known_runs.new_token(), situation.pinned, situation.ids).text()
-        _label(con, plan.target, result, token)
+        with phase("write"):
+            entry = _record(con, plan, situation, decision, result, feeds, registered=registered)
+            token = commit_info(
+                plan, known_runs.new_token(), situation.pinned, situation.ids
+            ).text()
+            _label(con, plan.target, result, token)
         catalog = plan.target.catalog
         if catalog not in situation.pinned:
             return result, lambda: None
@@ -282,7 +291,7 @@ def refresh(
                 result, learned = carried_out(*decided(), {})
             learned()
             return result
-        with transaction(con, writes=False, sqlite=files):
+        with phase("decide"), transaction(con, writes=False, sqlite=files):
             situation, decision = decided()
         if decision.strategy is Strategy.UNCHANGED and not decision.advance:
             return RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
@@ -291,7 +300,7 @@ def refresh(
             requests = _feed_requests(plan, decision, situation)
             entries: dict[str, Feed] = {}
             if requests:
-                with feed_safe_optimizers(con), LAKE.reading():
+                with phase("read"), feed_safe_optimizers(con), LAKE.reading():
                     entries = holding.enter_context(held(con, requests, situation.lakes))
             feeds = {key: entry.relation for key, entry in entries.items()}
             decision = _noting_time_travel(plan, decision, entries)
@@ -421,7 +430,8 @@ def execute(
     exact = rounds_inlined_floats(lake_path) and (new or holds_floats(con, tables))
     with exact_floats(con, exact):
         if building:
-            _rebuild(con, plan, decision, result)
+            with phase("write"):
+                _rebuild(con, plan, decision, result)
         else:
             _maintain(con, plan, decision, result, feeds or {})
     return result
@@ -626,9 +636,17 @@ def _maintain(
     )
     if maintenance is None:
         return
-    with feed_safe_optimizers(con):  # only feed reads need them off; rebuilds keep them
+    with phase("delta"), feed_safe_optimizers(con):  # only feed reads need them off
         for statement in maintenance.build:
             con.execute(statement)
+    with phase("write"):
+        _apply(con, plan, maintenance, result)
+
+
+def _apply(
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, maintenance: Maintenance, result: RunResult
+) -> None:
+    """Write the computed delta to the model and its state tables."""
     row = con.execute(
         "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
         f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {maintenance.delta_table}"
