@@ -20,6 +20,7 @@ from ..compiler import IVMPlan
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
 from ..retry import retrying
 from ..sql import TableRef
+from . import plan_cache
 from .breakdown import phase, recording
 from .decide import REBUILD_ABOVE, Strategy
 from .empty import without_empty_reads
@@ -75,7 +76,7 @@ def _run(
             return quiet
     try:
         with phase("bind"):
-            plan = _bound(con, sql, target)
+            plan = _bound(con, sql, target, cached=not full_refresh)
     except UnsupportedSQLError as error:
         if fallback != "rebuild":
             raise unmaintainable(error) from error
@@ -90,12 +91,20 @@ def _run(
     return refresh(con, plan, full_refresh=full_refresh, rebuild_above=rebuild_above)
 
 
-def _bound(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> IVMPlan:
-    """The model's plan, compiled against the live catalog."""
+def _bound(
+    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, *, cached: bool = False
+) -> IVMPlan:
+    """The model's plan, compiled against the live catalog; ``cached``: as an earlier
+    process compiled it, when it still holds (``plan_cache``)."""
 
     def bound() -> IVMPlan:
         with LAKE.reading():
-            return prepare(con, sql, target, catalog=target.catalog, db=target.schema)
+            found = plan_cache.cached_plan(con, sql, target) if cached else None
+            if found is not None:
+                return found
+            plan = prepare(con, sql, target, catalog=target.catalog, db=target.schema)
+            plan_cache.keep(con, sql, target, plan)
+            return plan
 
     return retrying(bound, f"incremental_ivm {target.key} binding its SQL")
 

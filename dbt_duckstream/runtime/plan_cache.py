@@ -1,0 +1,170 @@
+"""Compiled plans kept across processes: a model's SQL is bound and compiled once per version.
+
+An orchestrator starts ``dbt run`` in a new process every few minutes, and each maintained
+model used to bind its SQL again: a ``DESCRIBE`` per source and one of the query (a DuckLake
+transaction each, 2-3 ms apiece) and the compile itself (15-130 ms in Python, more for the
+first model of a process). The plan depends only on the model's SQL, where it lands, the
+sources' schemas and this package's code, so it is kept in a file, and a later process uses
+it when its lake's metadata proves that none of that changed:
+
+- the key holds the SQL's fingerprint (text, model, default schema, plan format), the lake's
+  identity (``lake.lake_identity``), and the versions of this package's code, DuckDB and
+  sqlglot;
+- the entry holds the snapshot at which the sources' schemas were known (``described``) and
+  their table ids; it serves while every snapshot since is still there and none altered,
+  dropped or recreated a source, or created, changed or dropped a view, a macro or a schema
+  (one metadata query). Each use moves ``described`` up to the snapshot it checked, so
+  the next check reads only the snapshots since.
+
+Plans of models that read views, or sources in another catalog, are not kept (a view's
+definition may change while the model's SQL does not). ``--full-refresh`` compiles afresh.
+The directory is ``DUCKSTREAM_PLAN_CACHE`` (``off`` turns it off), by default
+``$XDG_CACHE_HOME/dbt-duckstream/plans`` (``~/.cache/...``); entries are pickles, read only
+from there, so it must be writable by the user running dbt alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import re
+import tempfile
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+
+import duckdb
+import sqlglot
+
+from ..compiler import IVMPlan
+from ..sql import BUILTIN, TableRef, bare_statement, inlined
+from .lake import lake_identity, latest_snapshot, metadata_catalog, table_ids
+from .unchanged import fingerprint
+
+#: the environment variable naming the directory (``off``: no cache)
+DIRECTORY = "DUCKSTREAM_PLAN_CACHE"
+#: snapshot change kinds that may change what a model's SQL binds to, whatever they touch
+_CATALOG_KINDS = re.compile(r"view|macro|schema")
+#: kinds that change a source's columns, or end it
+_SOURCE_KINDS = frozenset({"altered_table", "dropped_table"})
+_CHANGE = re.compile(r"(?:^|,)([a-z_]+):([^,]*)")
+
+
+@dataclass(frozen=True)
+class Entry:
+    plan: IVMPlan
+    #: the snapshot of the model's catalog at which the sources' schemas were as the plan has
+    described: int
+    #: the sources' table ids
+    sources: tuple[int, ...]
+
+
+def directory() -> Path | None:
+    chosen = os.environ.get(DIRECTORY)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "off", "0", "false") else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dbt-duckstream" / "plans"
+
+
+def cached_plan(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> IVMPlan | None:
+    """The model's plan as a process compiled it before, when it still holds; else None."""
+    path = _path(con, sql, target)
+    if path is None or not path.exists():
+        return None
+    try:
+        entry = pickle.loads(path.read_bytes())
+    except Exception:  # written by other code, or cut short: compile again
+        return None
+    if not isinstance(entry, Entry):
+        return None
+    now = _unchanged_until(con, target.catalog, entry)
+    if now is None:
+        return None
+    if now != entry.described:
+        _write(path, replace(entry, described=now))
+    return replace(entry.plan, described_at=now)
+
+
+def keep(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, plan: IVMPlan) -> None:
+    """Keep a freshly compiled plan for later processes, when nothing committed since it
+    read its sources' schemas (then the sources' ids now are those it read)."""
+    if (
+        plan.views
+        or plan.described_at is None
+        or not plan.sources
+        or any(s.catalog != target.catalog for s in plan.sources)
+        or latest_snapshot(con, target.catalog) != plan.described_at
+    ):
+        return
+    path = _path(con, sql, target)
+    ids = table_ids(con, list(plan.sources))
+    if path is not None and all(tid is not None for tid in ids.values()):
+        sources = tuple(sorted(int(t) for t in ids.values() if t is not None))
+        _write(path, Entry(plan, plan.described_at, sources))
+
+
+def _unchanged_until(con: duckdb.DuckDBPyConnection, catalog: str, entry: Entry) -> int | None:
+    """The catalog's latest snapshot, when nothing since ``entry.described`` can have
+    changed what the plan binds to; None otherwise (a snapshot expired, or a change)."""
+    meta = metadata_catalog(catalog)
+    row = con.execute(
+        inlined(
+            f"SELECT (SELECT {BUILTIN}.max(snapshot_id) FROM {meta}.ducklake_snapshot), "
+            f"(SELECT count(*) FROM {meta}.ducklake_snapshot WHERE snapshot_id > ?), "
+            f"(SELECT list(changes_made) FROM {meta}.ducklake_snapshot_changes "
+            "WHERE snapshot_id > ?)",
+            [entry.described, entry.described],
+        )
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    now, present, changes = int(row[0]), int(row[1]), row[2] or []
+    if now < entry.described or present != now - entry.described:
+        return None
+    sources = {str(t) for t in entry.sources}
+    for made in changes:
+        for kind, value in _CHANGE.findall(made or ""):
+            if _CATALOG_KINDS.search(kind) or (kind in _SOURCE_KINDS and value in sources):
+                return None
+    return now
+
+
+def _path(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> Path | None:
+    where = directory()
+    if where is None:
+        return None
+    statement = bare_statement(sql)
+    key = "\n".join(
+        [
+            _code_version(),
+            fingerprint(statement, target, target.catalog, target.schema),
+            lake_identity(con, target.catalog),
+        ]
+    )
+    return where / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.plan"
+
+
+@cache
+def _code_version() -> str:
+    """This package's code as installed (its files' sizes and times), DuckDB's and sqlglot's
+    versions: a plan compiled by other code is never used."""
+    package = Path(__file__).resolve().parent.parent
+    stats = sorted(
+        (str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in package.rglob("*.py")
+    )
+    text = repr((stats, duckdb.__version__, sqlglot.__version__))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _write(path: Path, entry: Entry) -> None:
+    """Write the entry whole or not at all (processes may read it meanwhile)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
+            f.write(pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(f.name, path)
+    except OSError:  # a read-only or full disk: the next process compiles again
+        return
