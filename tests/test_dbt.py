@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dbt_duckstream.runtime.breakdown import Breakdown
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import ducklake_extension_path
 
@@ -91,7 +92,10 @@ def test_run_results_report_strategy_rows_and_window(project: Project) -> None:
     assert response["rows_affected"] == 2
     message = response["_message"]
     assert message.startswith("incremental (1 of 1 sources changed): +1 -1 rows")
-    assert message.endswith(f"->{snapshot}")
+    window, _, _ = message.rpartition("; ")
+    assert window.endswith(f"->{snapshot}")
+    # where the run's time went, phase by phase (``runtime.breakdown``)
+    assert set(Breakdown.parse(message)) >= {"decide", "read", "delta", "write", "commit"}
     assert message in run.output  # the run line shows it too
 
 

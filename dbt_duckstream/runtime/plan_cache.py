@@ -132,16 +132,17 @@ def _unchanged_until(con: duckdb.DuckDBPyConnection, catalog: str, entry: Entry)
 
 
 def _path(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> Path | None:
+    """The entry's file; None without a cache, or outside a DuckLake (``prepare`` says why)."""
     where = directory()
     if where is None:
         return None
+    try:
+        lake = lake_identity(con, target.catalog)
+    except duckdb.Error:
+        return None
     statement = bare_statement(sql)
     key = "\n".join(
-        [
-            _code_version(),
-            fingerprint(statement, target, target.catalog, target.schema),
-            lake_identity(con, target.catalog),
-        ]
+        [_code_version(), fingerprint(statement, target, target.catalog, target.schema), lake]
     )
     return where / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.plan"
 
