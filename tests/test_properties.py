@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbt_duckstream.runtime import decide
+from dbt_duckstream.runtime.decide import costs
 
 from .budget import SLOW_EXAMPLES
 from .harness import fresh_lake, maintain_through
@@ -112,5 +112,5 @@ def test_large_state_tables_read_by_key_range(family: str, scenario: Scenario, d
     its NULL group keys matched by the second join; a source narrowed through the inputs a
     join term narrows."""
     name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")
-    with mock.patch.object(decide, "LARGE_TABLE_ROWS", 0):
+    with mock.patch.object(costs, "LARGE_TABLE_ROWS", 0):
         run_scenario(scenario, {name: FAMILIES[family][name]})

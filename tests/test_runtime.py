@@ -20,6 +20,7 @@ from dbt_duckstream.runtime import (
 )
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime import run as runtime
+from dbt_duckstream.runtime.decide import situation
 from dbt_duckstream.runtime.runlog import PastRun
 
 from .harness import Model, expire_before
@@ -899,7 +900,7 @@ def test_a_model_over_another_lakes_sources_reads_that_lake_only_when_it_maintai
             return lake_module.lake_identity(con, catalog)
 
         monkeypatch.setattr(runtime, "lake_identity", identity)
-        monkeypatch.setattr(decide, "lake_identity", identity)
+        monkeypatch.setattr(situation, "lake_identity", identity)
         monkeypatch.setattr(feeds, "lake_identity", identity)
         assert joined.refresh().strategy == "unchanged"
         assert read == ["lake"]

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbt_duckstream.runtime import decide
+from dbt_duckstream.runtime.decide import costs
 
 from .harness import fresh_lake, maintain_through
 from .scenarios import Operation
@@ -125,7 +125,7 @@ def test_large_double_aggregates_stay_exact(scenario: ScaleScenario) -> None:
     with (
         fresh_lake() as con,
         four_threads(con),
-        mock.patch.object(decide, "LARGE_TABLE_ROWS", 10_000),
+        mock.patch.object(costs, "LARGE_TABLE_ROWS", 10_000),
     ):
         con.execute("CREATE TABLE facts (id BIGINT, k INTEGER, g INTEGER, v DOUBLE, w DOUBLE)")
         con.execute("CREATE TABLE dim (k INTEGER, grp INTEGER, name VARCHAR)")

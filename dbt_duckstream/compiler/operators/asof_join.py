@@ -45,7 +45,7 @@ from ...errors import UnsupportedSQLError
 from ...sql import column_list, conjuncts, expr_sql, quote, same_values
 from ..render import Mode, RenderContext, Side
 from ..touched import key_name
-from .base import Operator
+from .base import DeltaReads, Operator, RowsOf
 from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
 from .stored import build_state, consolidated, replace_stored, retract_assert
 
@@ -83,6 +83,10 @@ class AsofJoin(TwoInputs, Operator):
     def strategy(self) -> str:
         scope = "the touched keys' rows" if self.equalities else "every row (no equality)"
         return f"{scope} from the earliest touched time recomputed; rows stored"
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """The touched keys' rows are recomputed from both inputs at the new snapshot."""
+        return DeltaReads(sum(rows(c) for c in self.children))
 
     def _join(self, left: str, right: str) -> str:
         """DuckDB's ASOF join of two FROM items, over the rows whose keys and time are all

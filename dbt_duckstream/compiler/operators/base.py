@@ -17,12 +17,27 @@ order.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from sqlglot import exp
 
 from ...sql import TableRef, quote
 from ..render import RenderContext, Side
+
+
+class DeltaReads(NamedTuple):
+    """What an operator's delta reads beyond its inputs' deltas, in rows of its sources:
+    rows ``scanned`` (an input's whole state, or its touched part bounded by it) and rows
+    ``rewritten`` (recomputed and stored again). The runtime's cost model weighs them
+    (``runtime.decide.costs``)."""
+
+    scanned: int = 0
+    rewritten: int = 0
+
+
+#: the rows of the sources a subtree reads, as the cost model knows them
+RowsOf = Callable[["Operator"], int]
 
 
 class Operator(ABC):
@@ -72,6 +87,17 @@ class Operator(ABC):
         """What a change below this operator recomputes in full, for the run line (None:
         only what the change touches)."""
         return None
+
+    def reads_changed(self, changed: frozenset[str]) -> bool:
+        """Whether this relation reads a source of ``changed`` (keys)."""
+        return any(s.key in changed for s in self.sources())
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """What this operator's delta reads beyond its inputs' deltas when the sources
+        ``changed`` (it reads one of them); ``rows`` gives a subtree's source rows. Nothing,
+        for a row-by-row rule; a join's terms are weighed by the cost model itself, which
+        knows how they narrow their reads."""
+        return DeltaReads()
 
     @property
     def name(self) -> str:

@@ -52,7 +52,7 @@ from sqlglot import exp
 from ...sql import expr_sql
 from ..render import MULT, RenderContext, Side
 from ..touched import AFTER, flipped_rows
-from .base import Operator
+from .base import DeltaReads, Operator, RowsOf
 from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
 
 
@@ -77,6 +77,22 @@ class OuterJoin(TwoInputs, Operator):
     def _on(self) -> str:
         bound = bind_columns(self.condition, self.inputs)
         return expr_sql(bound) if bound is not None else "TRUE"
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """A changed side's rows are matched against the other side's state; the padded
+        rows of the other side are found in its old state and judged over the changed
+        side's old and new states."""
+        scanned = 0
+        left, right = self.children
+        for changing, other, pads_other in (
+            (left, right, self.keep_right),
+            (right, left, self.keep_left),
+        ):
+            if changing.reads_changed(changed):
+                scanned += rows(other)
+                if pads_other:
+                    scanned += rows(other) + 2 * rows(changing)
+        return DeltaReads(scanned)
 
     def _join(self, left: str, join: str, right: str, multiplicity: int | None) -> str:
         select = join_select_list(self.inputs)

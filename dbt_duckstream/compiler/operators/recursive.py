@@ -32,7 +32,7 @@ from sqlglot import exp
 
 from ...sql import TableRef, column_list, expr_sql, quote
 from ..render import Mode, RenderContext, Side
-from .base import Operator
+from .base import DeltaReads, Operator, RowsOf
 from .stored import build_state, consolidated, retract_assert
 
 
@@ -69,6 +69,10 @@ class RecursiveCTE(Operator):
 
     def recomputed_in_full(self) -> str | None:
         return f"{self.name} (recursive CTE {self.cte})"
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """Every change recomputes the whole recursion and stores it again."""
+        return DeltaReads(rows(self), rows(self))
 
     def _evaluate(self, ctx: RenderContext, side: Side) -> str:
         """The recursive CTE's rows at ``side``: base tables time-travelled, CTEs rendered."""

@@ -46,7 +46,7 @@ from sqlglot import exp
 from ...sql import expr_sql, quote
 from ..render import MULT, RenderContext, Side
 from ..touched import key_name, touched_keys
-from .base import Operator
+from .base import DeltaReads, Operator, RowsOf
 from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
 
 
@@ -58,6 +58,15 @@ class ScalarSubquery(TwoInputs, Operator):
     #: pairs of an expression over the left's columns and the right's key column it equals
     keys: tuple[tuple[exp.Expr, str], ...]
     kind = "scalar_subquery"
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """A change of the outer rows reads the subquery's rows, and a change of the
+        subquery's re-reads its outer rows."""
+        left, right = self.children
+        return DeltaReads(
+            (rows(right) if left.reads_changed(changed) else 0)
+            + (rows(left) if right.reads_changed(changed) else 0)
+        )
 
     def _outer(self, i: int) -> str:
         bound = bind_columns(self.keys[i][0], self.inputs)

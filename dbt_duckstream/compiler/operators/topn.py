@@ -38,7 +38,7 @@ from sqlglot import exp
 
 from ...sql import column_list, expr_sql
 from ..render import MULT, Mode, RenderContext, Side
-from .base import Operator
+from .base import DeltaReads, Operator, RowsOf
 from .stored import build_state, consolidated, retract_assert
 
 #: the position of a stored row among the first n + m
@@ -69,6 +69,10 @@ class TopN(Operator):
     @property
     def strategy(self) -> str:
         return "stored top rows; recomputed from the input when a row leaves them"
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """A change that reaches into the first rows may rescan the input."""
+        return DeltaReads(sum(rows(c) for c in self.children))
 
     def _order_sql(self) -> str:
         return ", ".join(expr_sql(term) for term in self.order)

@@ -47,7 +47,7 @@ from sqlglot import exp
 from ...sql import expr_sql, quote
 from ..render import Mode, RenderContext, Side
 from ..touched import key_scoped_delta, restrict, touched_keys
-from .base import Operator
+from .base import DeltaReads, Operator, RowsOf
 from .stored import build_state, consolidated, replace_stored, retract_assert
 
 #: window functions whose value is a function of the partition's rows alone, whatever the
@@ -89,6 +89,13 @@ class Window(Operator):
 
     def recomputed_in_full(self) -> str | None:
         return None if self.partition else f"{self.name} (window without PARTITION BY)"
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """The touched partitions are recomputed from the input at the new snapshot (and
+        at the old one too, without stored rows); without PARTITION BY that is every row,
+        stored again."""
+        read = rows(self.child)
+        return DeltaReads(read * (1 if self.stored else 2), 0 if self.partition else read)
 
     def _compute(self, source: str) -> str:
         """The window's rows over a FROM item of the child's rows."""

@@ -46,7 +46,7 @@ from ....sql import TableRef, column_list, expr_sql, keyed_join, quote, same_key
 from ...render import MULT, Mode, RenderContext, Side
 from ...touched import key_name as touched_key
 from ...touched import restrict, touched_keys
-from ..base import Operator, narrowed
+from ..base import DeltaReads, Operator, RowsOf, narrowed
 from .accumulators import ROW_COUNT, Accumulator, accumulator_for
 
 
@@ -103,6 +103,11 @@ class Aggregate(Operator):
     @property
     def strategy(self) -> str:
         return "accumulators" if self.folds else "key-scoped recomputation"
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """Without a fold, the touched groups are recomputed from the input at the new
+        snapshot."""
+        return DeltaReads() if self.folds else DeltaReads(rows(self.child))
 
     # -- names -------------------------------------------------------------------------------
 

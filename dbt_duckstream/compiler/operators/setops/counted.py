@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from ....sql import column_list, quote, same_key
 from ...render import MULT, RenderContext, Side
-from ..base import Operator
+from ..base import DeltaReads, Operator, RowsOf
 
 _LEFT, _RIGHT, _COUNT = "_ivm_dl", "_ivm_dr", "_ivm_c"
 
@@ -48,6 +48,10 @@ class CountedSetOperation(Operator):
     @property
     def strategy(self) -> str:
         return "copies counted per touched row"
+
+    def delta_reads(self, changed: frozenset[str], rows: RowsOf) -> DeltaReads:
+        """The touched rows are counted in both inputs."""
+        return DeltaReads(sum(rows(c) for c in self.children))
 
     def _renamed(self, relation: str, child: Operator, extra: str = "") -> str:
         """``relation`` (rows of ``child``) with its columns named after the output's."""
