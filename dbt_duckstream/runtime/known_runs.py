@@ -14,6 +14,7 @@ here.
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ import duckdb
 
 from ..sql import TableRef, inlined
 from . import runlog
+from .history import History
 from .lake import metadata_catalog
 
 
@@ -46,14 +48,21 @@ def new_token() -> str:
 
 
 def latest(
-    con: duckdb.DuckDBPyConnection, target: TableRef, *, lake: str, log_id: int, pinned: int
+    con: duckdb.DuckDBPyConnection,
+    target: TableRef,
+    *,
+    lake: str,
+    log_id: int,
+    pinned: int,
+    history: History | None = None,
 ) -> runlog.Entry | None:
     """The model's latest run as of the snapshot ``pinned`` of the transaction ``con`` is in
-    (``lake``: the catalog's ``lake_identity``; ``log_id``: the run log's table id)."""
+    (``lake``: the catalog's ``lake_identity``; ``log_id``: the run log's table id;
+    ``history``: the catalog's snapshots as the run read them, asked first)."""
     key = (lake, log_id, target.name)
     with _lock:
         known = _known.get(key)
-    if known is not None and _unchanged(con, target, known, log_id, pinned):
+    if known is not None and _unchanged(con, target, known, log_id, pinned, history):
         with _lock:
             _known[key] = _Known(known.entry, pinned)
         return known.entry
@@ -81,12 +90,32 @@ def wrote(
 
 
 def _unchanged(
-    con: duckdb.DuckDBPyConnection, target: TableRef, known: _Known, log_id: int, pinned: int
+    con: duckdb.DuckDBPyConnection,
+    target: TableRef,
+    known: _Known,
+    log_id: int,
+    pinned: int,
+    history: History | None = None,
 ) -> bool:
     """Whether the snapshots after ``known.as_of`` up to ``pinned`` left the model's runs as
     ``known`` holds them."""
     if known.as_of > pinned:
         return False
+    expected = [known.token] if known.token is not None else []
+    if (
+        history is not None
+        and history.catalog == target.catalog
+        and history.covers(known.as_of, pinned)
+    ):
+        rows = history.between(known.as_of, pinned)
+        writes_log = re.compile(f"(^|,)[a-z_]+:{log_id}(,|$)")
+        return (
+            len(rows) == pinned - known.as_of
+            and [r.extra_info for r in rows if r.labelled(target)] == expected
+            and not any(
+                r.author != runlog.AUTHOR and writes_log.search(r.changes_made) for r in rows
+            )
+        )
     row = con.execute(
         inlined(
             "SELECT count(*), "
@@ -104,7 +133,6 @@ def _unchanged(
     ).fetchone()
     assert row is not None
     snapshots, own, foreign = row
-    expected = [known.token] if known.token is not None else []
     return snapshots == pinned - known.as_of and list(own or []) == expected and not foreign
 
 

@@ -217,6 +217,11 @@ def lake_identity(con: duckdb.DuckDBPyConnection, catalog: str) -> str:
         f"(SELECT {BUILTIN}.min(snapshot_time) FROM {meta}.ducklake_snapshot)"
     ).fetchone()
     path, created = row if row else (None, None)
+    return identity_text(catalog, path, created)
+
+
+def identity_text(catalog: str, path: object, created: object) -> str:
+    """A lake's identity from its data path and the time of its oldest snapshot."""
     return f"{path or catalog}@{created}"
 
 
@@ -375,8 +380,18 @@ def snapshot_changes(
         ),
     ).fetchall()
     return [
-        SnapshotChange(snapshot_id, kind, int(value), author, message)
+        change
         for snapshot_id, changes, author, message in rows
+        for change in table_changes(snapshot_id, changes, author, message, tables)
+    ]
+
+
+def table_changes(
+    snapshot_id: int, changes: str | None, author: str | None, message: str | None, tables: set[int]
+) -> list[SnapshotChange]:
+    """What one snapshot's ``changes_made`` did to ``tables`` (ids)."""
+    return [
+        SnapshotChange(snapshot_id, kind, int(value), author, message)
         for kind, value in _TABLE_CHANGE.findall(changes or "")
         if int(value) in tables
     ]

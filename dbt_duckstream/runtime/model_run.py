@@ -24,6 +24,8 @@ from . import plan_cache
 from .breakdown import phase, recording
 from .decide import REBUILD_ABOVE, Strategy
 from .empty import without_empty_reads
+from .history import History
+from .history import read as read_history
 from .lake import table_ids
 from .run import RunResult, prepare, rebuild_unmaintainable, refresh, using
 from .turns import LAKE
@@ -69,14 +71,14 @@ def _run(
     full_refresh: bool,
     rebuild_above: float | None,
 ) -> RunResult:
-    if not full_refresh:
-        with phase("decide"):
-            quiet = _known_unchanged(con, sql, target)
-        if quiet is not None:
-            return quiet
+    with phase("decide"):
+        history = _history(con, target)
+        quiet = None if full_refresh else _known_unchanged(con, sql, target, history)
+    if quiet is not None:
+        return quiet
     try:
         with phase("bind"):
-            plan = _bound(con, sql, target, cached=not full_refresh)
+            plan = _bound(con, sql, target, history if not full_refresh else None)
     except UnsupportedSQLError as error:
         if fallback != "rebuild":
             raise unmaintainable(error) from error
@@ -88,22 +90,26 @@ def _run(
             ),
             f"incremental_ivm {target.key}",
         )
-    return refresh(con, plan, full_refresh=full_refresh, rebuild_above=rebuild_above)
+    return refresh(
+        con, plan, full_refresh=full_refresh, rebuild_above=rebuild_above, history=history
+    )
 
 
 def _bound(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, *, cached: bool = False
+    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, history: History | None = None
 ) -> IVMPlan:
-    """The model's plan, compiled against the live catalog; ``cached``: as an earlier
-    process compiled it, when it still holds (``plan_cache``)."""
+    """The model's plan, compiled against the live catalog; with the run's ``history``, as
+    an earlier process compiled it, when it still holds (``plan_cache``)."""
 
     def bound() -> IVMPlan:
         with LAKE.reading():
-            found = plan_cache.cached_plan(con, sql, target) if cached else None
-            if found is not None:
-                return found
+            if history is not None:
+                found = plan_cache.cached_plan(con, sql, target, history)
+                if found is not None:
+                    return found
             plan = prepare(con, sql, target, catalog=target.catalog, db=target.schema)
-            plan_cache.keep(con, sql, target, plan)
+            if history is not None:
+                plan_cache.keep(con, sql, target, plan, history)
             return plan
 
     return retrying(bound, f"incremental_ivm {target.key} binding its SQL")
@@ -139,13 +145,27 @@ def _run_empty(
     return RunResult(target.key, Strategy.EMPTY.value, reason, {})
 
 
+def _history(con: duckdb.DuckDBPyConnection, target: TableRef) -> History | None:
+    """The model's lake's snapshots, read once for the run (``history``); None outside a
+    DuckLake, or with a catalog that cannot be read now (the run says why later)."""
+    with LAKE.reading():
+        try:
+            return read_history(con, target)
+        except duckdb.Error:
+            return None
+
+
 def _known_unchanged(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef
+    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, history: History | None
 ) -> RunResult | None:
     """The run, when the lake's metadata proves that nothing changed since the model's last
     one: without compiling its SQL (``runtime.unchanged``)."""
+    if history is None:
+        return None
     with LAKE.reading():
-        found = known_unchanged(con, sql, target, catalog=target.catalog, db=target.schema)
+        found = known_unchanged(
+            con, sql, target, catalog=target.catalog, db=target.schema, history=history
+        )
     if found is None:
         return None
     reason, window = found

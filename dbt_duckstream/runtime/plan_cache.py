@@ -39,6 +39,7 @@ import sqlglot
 
 from ..compiler import IVMPlan
 from ..sql import BUILTIN, TableRef, bare_statement, inlined
+from .history import History
 from .lake import lake_identity, latest_snapshot, metadata_catalog, table_ids
 from .unchanged import fingerprint
 
@@ -68,9 +69,12 @@ def directory() -> Path | None:
     return Path(base) / "dbt-duckstream" / "plans"
 
 
-def cached_plan(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> IVMPlan | None:
-    """The model's plan as a process compiled it before, when it still holds; else None."""
-    path = _path(con, sql, target)
+def cached_plan(
+    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, history: History | None = None
+) -> IVMPlan | None:
+    """The model's plan as a process compiled it before, when it still holds; else None.
+    ``history``: the lake's snapshots as the run read them, asked first."""
+    path = _path(con, sql, target, history)
     if path is None or not path.exists():
         return None
     try:
@@ -79,7 +83,10 @@ def cached_plan(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> I
         return None
     if not isinstance(entry, Entry):
         return None
-    now = _unchanged_until(con, target.catalog, entry)
+    if history is not None and history.covers(entry.described, history.now):
+        now = _unchanged_in(history, entry)
+    else:
+        now = _unchanged_until(con, target.catalog, entry)
     if now is None:
         return None
     if now != entry.described:
@@ -87,7 +94,13 @@ def cached_plan(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> I
     return replace(entry.plan, described_at=now)
 
 
-def keep(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, plan: IVMPlan) -> None:
+def keep(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    plan: IVMPlan,
+    history: History | None = None,
+) -> None:
     """Keep a freshly compiled plan for later processes, when nothing committed since it
     read its sources' schemas (then the sources' ids now are those it read)."""
     if (
@@ -98,7 +111,7 @@ def keep(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, plan: IVMPl
         or latest_snapshot(con, target.catalog) != plan.described_at
     ):
         return
-    path = _path(con, sql, target)
+    path = _path(con, sql, target, history)
     ids = table_ids(con, list(plan.sources))
     if path is not None and all(tid is not None for tid in ids.values()):
         sources = tuple(sorted(int(t) for t in ids.values() if t is not None))
@@ -123,21 +136,35 @@ def _unchanged_until(con: duckdb.DuckDBPyConnection, catalog: str, entry: Entry)
     now, present, changes = int(row[0]), int(row[1]), row[2] or []
     if now < entry.described or present != now - entry.described:
         return None
+    return None if any(_rebinds(made, entry) for made in changes) else now
+
+
+def _unchanged_in(history: History, entry: Entry) -> int | None:
+    """``_unchanged_until``, answered from the run's history (which covers the snapshots)."""
+    if not history.present(entry.described, history.now):
+        return None
+    rows = history.between(entry.described, history.now)
+    return None if any(_rebinds(row.changes_made, entry) for row in rows) else history.now
+
+
+def _rebinds(made: str | None, entry: Entry) -> bool:
+    """Whether a snapshot's ``changes_made`` may change what the entry's plan binds to."""
     sources = {str(t) for t in entry.sources}
-    for made in changes:
-        for kind, value in _CHANGE.findall(made or ""):
-            if _CATALOG_KINDS.search(kind) or (kind in _SOURCE_KINDS and value in sources):
-                return None
-    return now
+    return any(
+        _CATALOG_KINDS.search(kind) or (kind in _SOURCE_KINDS and value in sources)
+        for kind, value in _CHANGE.findall(made or "")
+    )
 
 
-def _path(con: duckdb.DuckDBPyConnection, sql: str, target: TableRef) -> Path | None:
+def _path(
+    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, history: History | None = None
+) -> Path | None:
     """The entry's file; None without a cache, or outside a DuckLake (``prepare`` says why)."""
     where = directory()
     if where is None:
         return None
     try:
-        lake = lake_identity(con, target.catalog)
+        lake = history.identity if history is not None else lake_identity(con, target.catalog)
     except duckdb.Error:
         return None
     statement = bare_statement(sql)

@@ -39,6 +39,7 @@ from .breakdown import Breakdown, phase
 from .counts import CountRead, counts_at_pins, remember
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
+from .history import History
 from .inlining import exact_floats, holds_floats, restored, rounds_inlined_floats
 from .lake import (
     BUILTIN,
@@ -191,6 +192,7 @@ def refresh(
     *,
     full_refresh: bool = False,
     rebuild_above: float | None = REBUILD_ABOVE,
+    history: History | None = None,
 ) -> RunResult:
     """Bring the model up to date in one transaction; see ``RunResult`` for what happened.
 
@@ -198,7 +200,8 @@ def refresh(
     instead (see ``decide``); None always maintains. The decision is taken in a read-only
     transaction; the sources' deltas are then read once into the shared feed cache (``feeds``),
     and the run writes in a transaction of its own, which it abandons if another run of the
-    same model committed in between.
+    same model committed in between. ``history``: the model's lake's snapshots as the run
+    read them before (``history``), extended to the pin and asked before the catalog.
     """
     started = time.perf_counter()
 
@@ -210,16 +213,21 @@ def refresh(
         if ids[log.key] is None:
             raise _NoRunLog
         own = plan.target.catalog
-        lakes = {own: lake_identity(con, own)} if own in pinned else {}
+        known = history if history is not None and own in pinned else None
+        if known is not None:
+            known.extend(con, pinned[own])
+        identity = known.identity if known is not None else None
+        lakes = {own: identity or lake_identity(con, own)} if own in pinned else {}
         situation = Situation(
             con,
             plan,
             pinned=pinned,
             ids=ids,
             lakes=lakes,
-            last=_latest_run(con, plan.target, lakes, pinned, ids[log.key]),
+            last=_latest_run(con, plan.target, lakes, pinned, ids[log.key], known),
             full_refresh=full_refresh,
             rebuild_above=rebuild_above,
+            history=known,
         )
         return situation, decide(situation)
 
@@ -326,13 +334,19 @@ def _latest_run(
     lakes: dict[str, str],
     pinned: dict[str, int],
     log_id: int | None,
+    history: History | None = None,
 ) -> runlog.Entry | None:
     """The model's latest run: as the process knows it, when the model's catalog is pinned
     (``known_runs``), else read from the log."""
     if target.catalog not in pinned or log_id is None:
         return runlog.last(con, target, logged=True)
     return known_runs.latest(
-        con, target, lake=lakes[target.catalog], log_id=log_id, pinned=pinned[target.catalog]
+        con,
+        target,
+        lake=lakes[target.catalog],
+        log_id=log_id,
+        pinned=pinned[target.catalog],
+        history=history,
     )
 
 

@@ -37,9 +37,10 @@ from dataclasses import dataclass
 import duckdb
 
 from ..compiler import PLAN_FORMAT, STATE_PREFIX, IVMPlan
-from ..sql import BUILTIN, TableRef, bare_statement, inlined
+from ..sql import TableRef, bare_statement, inlined
 from . import runlog
 from .decide import ALTERATIONS, COMPACTIONS, ROW_CHANGES
+from .history import History, read
 from .lake import SnapshotChange, metadata_catalog, snapshot_changes, snapshots_present
 
 REASON = "no source changed"
@@ -121,29 +122,35 @@ def commit_info(
 
 
 def known_unchanged(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, *, catalog: str, db: str
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    *,
+    catalog: str,
+    db: str,
+    history: History | None = None,
 ) -> tuple[str, dict[str, tuple[int, int]]] | None:
     """The reason and window of a run that would find nothing changed, when the lake's
-    metadata alone proves it (see the module); None when it does not."""
+    metadata alone proves it (see the module); None when it does not. ``history``: the
+    lake's snapshots as the run read them (``history``), read here when not given."""
     try:
-        return _known_unchanged(con, sql, target, catalog, db)
+        return _known_unchanged(con, sql, target, catalog, db, history or read(con, target))
     except duckdb.Error:  # not a DuckLake, a catalog busy: the full run retries, or says why
         return None
 
 
 def _known_unchanged(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, catalog: str, db: str
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    catalog: str,
+    db: str,
+    history: History,
 ) -> tuple[str, dict[str, tuple[int, int]]] | None:
-    meta = metadata_catalog(target.catalog)
-    row = con.execute(
-        f"SELECT (SELECT {BUILTIN}.max(snapshot_id) FROM {meta}.ducklake_snapshot), "
-        f"{BUILTIN}.max(snapshot_id), {BUILTIN}.arg_max(commit_extra_info, snapshot_id) "
-        f"FROM {meta}.ducklake_snapshot_changes WHERE {runlog.labelled(target)}"
-    ).fetchone()
-    if row is None or row[1] is None:
+    now, committed = history.now, history.committed
+    if committed is None:
         return None
-    now, committed, extra = row
-    info = CommitInfo.parse(extra)
+    info = CommitInfo.parse(history.extra_info)
     if (
         info is None
         or info.sql is None
@@ -154,11 +161,19 @@ def _known_unchanged(
         return None
     since = min(info.cursor, info.described)
     own = _own_tables(con, target, committed)
-    if own is None or not snapshots_present(con, target.catalog, since, now):
+    if own is None:
         return None
     tables, log = own
     sources = set(info.sources)
-    for change in snapshot_changes(con, target.catalog, since, now, sources | tables):
+    if history.covers(since, now):
+        present = history.present(since, now)
+        changes = history.changes(since, now, sources | tables)
+    else:
+        present = snapshots_present(con, target.catalog, since, now)
+        changes = snapshot_changes(con, target.catalog, since, now, sources | tables)
+    if not present:
+        return None
+    for change in changes:
         if change.snapshot_id != committed and not _benign(change, info, sources, log):
             return None
     return REASON, {target.catalog: (info.cursor, now)}

@@ -19,7 +19,6 @@ from ..lake import (
     live_rows,
     metadata_catalog,
     rewritten_history,
-    snapshot_changes,
     snapshot_exists,
     snapshots_present,
     uses_deletion_vectors,
@@ -112,7 +111,7 @@ def window_changes(situation: Situation) -> WindowChanges:
         source_tables = {tid: s for s in sources if (tid := situation.ids[s.key]) is not None}
         by_id = {tid: s.key for tid, s in source_tables.items()}
         tables = source_tables | mine  # ids are unique within one catalog
-        window_changes = snapshot_changes(situation.con, catalog, old, new, set(tables))
+        window_changes = situation.snapshot_changes(catalog, old, new, set(tables))
         for change in window_changes:
             if change.table_id in by_id:
                 key = by_id[change.table_id]
@@ -236,7 +235,7 @@ def _untouched_since_last_run(
         return False
     return all(
         change.kind in COMPACTIONS | ALTERATIONS or is_own_commit(change, situation.plan.target)
-        for change in snapshot_changes(situation.con, catalog, old, new, mine)
+        for change in situation.snapshot_changes(catalog, old, new, mine)
     )
 
 

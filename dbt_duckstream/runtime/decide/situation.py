@@ -9,7 +9,8 @@ from functools import cached_property
 import duckdb
 
 from ...compiler import IVMPlan
-from ..lake import lake_identity
+from ..history import History
+from ..lake import SnapshotChange, lake_identity, snapshot_changes
 from ..runlog import Cursor, Entry
 from . import changes, costs
 from .changes import WindowChanges
@@ -32,6 +33,17 @@ class Situation:
     last: Entry | None
     full_refresh: bool = False
     rebuild_above: float | None = REBUILD_ABOVE
+    #: the model's catalog's snapshots as the run read them (``history``), asked first
+    history: History | None = None
+
+    def snapshot_changes(
+        self, catalog: str, after: int, upto: int, tables: set[int]
+    ) -> list[SnapshotChange]:
+        """``lake.snapshot_changes``, from the run's history where it covers them."""
+        known = self.history
+        if known is not None and known.catalog == catalog and known.covers(after, upto):
+            return known.changes(after, upto, tables)
+        return snapshot_changes(self.con, catalog, after, upto, tables)
 
     def lake(self, catalog: str) -> str:
         """The catalog's lake identity, read once; an unchanged run reads only the model's."""
