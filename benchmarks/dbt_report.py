@@ -21,6 +21,10 @@ from .report import TICKS, geomean
 
 MAINTAINED = "maintained"
 REBUILD = "rebuild"
+#: the maintained side run without the profile, after one appended order
+UNPROFILED = "unprofiled"
+#: the series that measures the profile's cost (one-order appends, maintained side only)
+OVERHEAD = "overhead"
 ONE = "one"
 NONE = "none"
 #: execution time outside the run's phases (dbt's materialization around the runtime)
@@ -58,6 +62,8 @@ def rows(samples: list[dict]) -> list[dict]:
     for (mix, batch, view), group in groups.items():
         ours = [s for s in group if s["side"] == MAINTAINED]
         theirs = [s for s in group if s["side"] == REBUILD]
+        if not ours or not theirs:
+            continue
         maintained = statistics.median(s["execution_ms"] for s in ours)
         rebuilt = statistics.median(s["execution_ms"] for s in theirs)
         found.append(
@@ -115,9 +121,7 @@ class Target:
     slowest: bool = False
 
     def describe(self) -> str:
-        what = (
-            f"the {self.view} view" if self.view else "slowest view" if self.slowest else "geomean"
-        )
+        what = f"view {self.view}" if self.view else "slowest view" if self.slowest else "geomean"
         return f"SF{self.scale:g}, {batch_label(self.batch)} {self.mix}: {what}"
 
 
@@ -248,6 +252,7 @@ def markdown(data: dict) -> str:
             f"rebuild {_ms(wall.get((NONE, NONE, REBUILD)))}.",
             "",
         ]
+    lines += overhead(data)
     setup = data.get("setup_s", {})
     lines += [
         "## Targets",
@@ -259,6 +264,46 @@ def markdown(data: dict) -> str:
         + (f"The whole series took {setup['total'] / 60:.0f} minutes." if "total" in setup else ""),
     ]
     return "\n".join(lines) + "\n"
+
+
+def overhead(data: dict) -> list[str]:
+    """What profiling costs: the maintained runs after one appended order, with the profile
+    and without, taking turns."""
+    turns = [s for s in data["samples"] if s["mix"] == OVERHEAD]
+    if not turns:
+        return []
+    lines = [
+        "## What profiling costs",
+        "",
+        "Last, the maintained side alone after one appended order each time, with "
+        "`DUCKSTREAM_PROFILE=1` and without it, taking turns (after a run that is not kept, in "
+        "which a view that last chose to rebuild builds its state again); the rebuild side "
+        "runs once after them and every model is checked against it. Medians.",
+        "",
+        f"| view | profiled ms | unprofiled ms | difference ms | {' | '.join((*PHASES, OTHER))} "
+        "(unprofiled) |",
+        "|" + "---|" * (4 + len(PHASES) + 1),
+    ]
+    for view in data["views"]:
+        with_log = [
+            s["execution_ms"] for s in turns if (s["view"], s["side"]) == (view, MAINTAINED)
+        ]
+        without = [s for s in turns if (s["view"], s["side"]) == (view, UNPROFILED)]
+        if not with_log or not without:
+            continue
+        a = statistics.median(with_log)
+        b = statistics.median(s["execution_ms"] for s in without)
+        parts = _breakdown(without)
+        cells = " | ".join(_ms(parts.get(p)) for p in (*PHASES, OTHER))
+        lines.append(f"| {view} | {a:.1f} | {b:.1f} | {a - b:+.1f} | {cells} |")
+    wall = {w["side"]: w["wall_ms"] for w in walls(data) if w["mix"] == OVERHEAD}
+    lines += [
+        "",
+        f"`dbt run` wall ms: profiled {_ms(wall.get(MAINTAINED))}, "
+        f"unprofiled {_ms(wall.get(UNPROFILED))}.",
+        "",
+    ]
+    return lines
 
 
 def _row(r: dict) -> str:
@@ -320,7 +365,7 @@ def _breakdown_bars(axis, table: list[dict], views: list[str]) -> None:
     bottom = [0.0] * len(shown)
     for part in (*PHASES, OTHER):
         heights = [max(at[v]["breakdown"].get(part, 0.0), 0.0) for v in shown]
-        axis.bar(shown, heights, bottom=bottom, label=part)
+        axis.bar(shown, heights, bottom=bottom, label=part, color="0.75" if part == OTHER else None)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     axis.set_ylabel("maintained run, ms (median)")
     axis.set_title(f"where a maintained run's time goes: {batch_label(batch)}, {mix}")

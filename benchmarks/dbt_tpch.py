@@ -12,7 +12,9 @@ alternating per repetition; each model's ``execution_time`` and strategy, its ru
 every maintained model must equal its ``table`` twin, or the benchmark stops. Batches: one
 order (``one``: appended, or one order each inserted, deleted and updated) or a share of
 lineitem's rows (``refresh.batch_for``); ``append`` or ``mixed``. Last, both sides run with no
-change. Both sides run with ``DUCKSTREAM_PROFILE=1``, so both pay the query log's overhead.
+change. Both sides run with ``DUCKSTREAM_PROFILE=1``, so both pay the query log's overhead;
+last, the maintained side runs with and without it after one appended order, which measures
+that overhead.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dbt_duckstream.runtime.breakdown import PROFILE, Breakdown
 from dbt_duckstream.runtime.lake import attach_lake
 
 from . import dbt_report
-from .dbt_report import NONE, ONE
+from .dbt_report import NONE, ONE, OVERHEAD
 from .queries import VIEWS
 from .refresh import LINES_PER_ORDER, MIXES, Batch, apply_batch, batch_for, generate
 from .tpch import check
@@ -45,7 +47,7 @@ SOURCE = f"lake.{SOURCES}"
 class Sample:
     """One model's run on one side after one batch."""
 
-    mix: str  # "append", "mixed", or "none" (no change)
+    mix: str  # "append", "mixed", "none" (no change), or "overhead" (the profile's cost)
     batch: str  # "one", a ratio ("0.001"), or "none"
     repetition: int
     view: str
@@ -181,7 +183,34 @@ def run(
                 lake.check_twins(views, f"{mix} batch {batch}, repetition {repetition + 1}")
     for repetition in range(repetitions):
         pair(NONE, NONE, repetition, 0)
+    if profiled:
+        _profile_overhead(series, lake, project, env, launch)
     return series
+
+
+#: the maintained side run without ``DUCKSTREAM_PROFILE``
+UNPROFILED = Side("unprofiled", MAINTAINED.target)
+
+
+def _profile_overhead(
+    series: Series, lake: Lake, project: Path, env: dict[str, str], launch: Launch
+) -> None:
+    """What the query log and the statement counts cost: the maintained side after one
+    appended order, with and without the profile, taking turns. A run first that is not
+    kept: a view whose last run chose to rebuild for cost has no state, and builds it then.
+    The rebuild side runs once after them, and the maintained models are checked against it."""
+    plain = {key: value for key, value in env.items() if key != PROFILE}
+    lake.apply("append", ONE, 10_001)
+    run_side(MAINTAINED, project, env, series.views, launch)
+    for repetition in range(series.repetitions):
+        turns = [(UNPROFILED, plain), (MAINTAINED, env)]
+        for position, (side, environment) in enumerate(turns[:: 1 - 2 * (repetition % 2)]):
+            seed = 10 * (1001 + 2 * repetition + position) + 1
+            rows = lake.apply("append", ONE, seed)
+            timed = run_side(side, project, environment, series.views, launch)
+            _record(series, timed, side, OVERHEAD, ONE, repetition, position == 0, rows)
+    run_side(REBUILT, project, env, series.views, launch)
+    lake.check_twins(series.views, "the runs measuring the profile's cost")
 
 
 def _record(
@@ -210,7 +239,7 @@ def _record(
             execution_ms=result["execution_time"] * 1000,
             breakdown=Breakdown.parse(response.get("_message", "")),
             batch_rows=rows,
-            message=response.get("_message", "") if side is MAINTAINED else "",
+            message=response.get("_message", "") if side.target == MAINTAINED.target else "",
         )
         series.samples.append(sample)
         parts.append(f"{view} {sample.execution_ms:.0f}")
