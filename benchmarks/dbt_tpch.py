@@ -142,31 +142,12 @@ def run(
     launch: Launch = dbt_command,
     profiled: bool = True,
 ) -> Series:
+    """The whole series in ``directory``: the lake, the project, the first builds, every
+    batch's pair of runs, the runs with no change, and what profiling costs."""
     series = Series(scale, repetitions, views, profiled)
     lake = Lake(directory / "lake")
     project = directory / "project"
-    started = time.perf_counter()
-    con = lake.connect()
-    try:
-        generate(con, scale, SOURCE)
-    finally:
-        con.close()
-    series.setup_s["generate"] = time.perf_counter() - started
-    _say(f"TPC-H SF{scale:g} generated into DuckLake in {series.setup_s['generate']:.1f} s")
-    write_project(project, lake.directory, views)
-    env = dbt_environment(lake.directory, project)
-    if profiled:
-        env[PROFILE] = "1"
-    else:
-        env.pop(PROFILE, None)
-    deps = run_dbt("deps", project_dir=project, env=env, launch=launch)
-    if deps.returncode != 0:
-        raise RuntimeError(f"dbt deps failed:\n{deps.output}")
-    for side in SIDES:
-        built = run_side(side, project, env, views, launch)
-        series.setup_s[f"build {side.name}"] = built.wall_s
-        _say(f"first build, {side.name}: {built.wall_s:.1f} s")
-    lake.check_twins(views, "the first builds")
+    env = _set_up(series, lake, project, launch)
 
     def pair(mix: str, batch: str, repetition: int, rows: int) -> None:
         order = SIDES if repetition % 2 == 0 else SIDES[::-1]
@@ -188,6 +169,34 @@ def run(
     return series
 
 
+def _set_up(series: Series, lake: Lake, project: Path, launch: Launch) -> dict[str, str]:
+    """TPC-H in the lake, the project, its first builds on both sides; the environment of
+    its dbt runs."""
+    started = time.perf_counter()
+    con = lake.connect()
+    try:
+        generate(con, series.scale, SOURCE)
+    finally:
+        con.close()
+    series.setup_s["generate"] = time.perf_counter() - started
+    _say(f"TPC-H SF{series.scale:g} generated into DuckLake in {series.setup_s['generate']:.1f} s")
+    write_project(project, lake.directory, series.views)
+    env = dbt_environment(lake.directory, project)
+    if series.profiled:
+        env[PROFILE] = "1"
+    else:
+        env.pop(PROFILE, None)
+    deps = run_dbt("deps", project_dir=project, env=env, launch=launch)
+    if deps.returncode != 0:
+        raise RuntimeError(f"dbt deps failed:\n{deps.output}")
+    for side in SIDES:
+        built = run_side(side, project, env, series.views, launch)
+        series.setup_s[f"build {side.name}"] = built.wall_s
+        _say(f"first build, {side.name}: {built.wall_s:.1f} s")
+    lake.check_twins(series.views, "the first builds")
+    return env
+
+
 #: the maintained side run without ``DUCKSTREAM_PROFILE``
 UNPROFILED = Side("unprofiled", MAINTAINED.target)
 
@@ -204,7 +213,9 @@ def _profile_overhead(
     run_side(MAINTAINED, project, env, series.views, launch)
     for repetition in range(series.repetitions):
         turns = [(UNPROFILED, plain), (MAINTAINED, env)]
-        for position, (side, environment) in enumerate(turns[:: 1 - 2 * (repetition % 2)]):
+        if repetition % 2:
+            turns.reverse()
+        for position, (side, environment) in enumerate(turns):
             seed = 10 * (1001 + 2 * repetition + position) + 1
             rows = lake.apply("append", ONE, seed)
             timed = run_side(side, project, environment, series.views, launch)
