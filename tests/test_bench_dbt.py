@@ -68,13 +68,17 @@ def test_every_batch_runs_both_sides_of_every_view(series: dbt_tpch.Series) -> N
 def test_one_appended_order_is_maintained_and_no_change_is_seen_as_such(
     series: dbt_tpch.Series,
 ) -> None:
+    last: dict[str, str] = {}
     for s in maintained(series):
         if s.mix == NONE:
             assert s.strategy == "unchanged", s
         elif s.mix in ("append", OVERHEAD) and s.batch == ONE:
             assert s.strategy == "incremental", s
+        elif last.get(s.view) == "rebuild":  # a rebuild chosen for cost dropped the state
+            assert s.strategy in ("incremental", "rebuild", "initial"), s
         else:
             assert s.strategy in ("incremental", "rebuild"), s
+        last[s.view] = s.strategy
 
 
 def test_every_maintained_run_reports_its_breakdown(series: dbt_tpch.Series) -> None:
