@@ -6,7 +6,7 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: setup postgres-server demo demo-core bench test lint
+.PHONY: setup postgres-server demo demo-core bench bench-python test lint
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -25,14 +25,20 @@ demo: setup
 demo-core: setup
 	$(UV) run --frozen python -m dbt_duckstream.demo
 
-# TPC-H at SCALE (1 by default, 10 for SF10): maintenance against a full rebuild per view and
-# change ratio, for mixed batches (RF1, RF2, updates) and append-only ones; reports and plots
-# in docs/benchmark (SF1) or docs/benchmark/sf<SCALE>
+# TPC-H at SCALE (1 by default, 10 for SF10) through dbt: each view an incremental_ivm model and
+# a table model of the same SQL, each side a fresh `dbt run` after every batch (one order, 0.1%
+# and 10% of lineitem; appends and mixed); report and plot in docs/benchmark/dbt (SF1) or
+# docs/benchmark/dbt/sf<SCALE>. BENCH_ARGS narrows it (`--batches one,0.001 --mixes append`).
 SCALE ?= 1
-BENCH_OUT := docs/benchmark$(if $(filter-out 1,$(SCALE)),/sf$(SCALE))
+BENCH_SUFFIX := $(if $(filter-out 1,$(SCALE)),/sf$(SCALE))
 bench: setup
-	$(UV) run --frozen python -m benchmarks.tpch --scale $(SCALE) --out $(BENCH_OUT) $(BENCH_ARGS)
-	$(UV) run --frozen python -m benchmarks.tpch --scale $(SCALE) --mix append --out $(BENCH_OUT)/append $(BENCH_ARGS)
+	$(UV) run --frozen python -m benchmarks.dbt_tpch --scale $(SCALE) --out docs/benchmark/dbt$(BENCH_SUFFIX) $(BENCH_ARGS)
+
+# the same views maintained from one Python process, against CREATE OR REPLACE TABLE AS, at
+# change ratios (mixed, then appends): docs/benchmark[/sf<SCALE>]
+bench-python: setup
+	$(UV) run --frozen python -m benchmarks.tpch --scale $(SCALE) --out docs/benchmark$(BENCH_SUFFIX) $(BENCH_ARGS)
+	$(UV) run --frozen python -m benchmarks.tpch --scale $(SCALE) --mix append --out docs/benchmark$(BENCH_SUFFIX)/append $(BENCH_ARGS)
 
 lint: setup
 	$(UV) run --frozen ruff check .
