@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from ..sql import expr_sql
-from .operators import Operator, Project
+from .operators import Join, Operator, Project
 from .operators.topn import TopN
 from .operators.window import Window
 
@@ -231,6 +231,11 @@ def _above(draft: _Draft, node: Operator) -> bool:
                 passed.setdefault(expression.name, []).append(out)
         draft.columns = derived
         draft.keys = [[o for n in names for o in passed.get(n, [])] for names in draft.keys]
+        return True
+    if isinstance(node, Join) and len(node.inputs) == 1 and node.condition is None:
+        (only,) = node.inputs  # a FROM item's name: its columns under a prefix
+        draft.columns = {only.output(c) for c in draft.columns}
+        draft.keys = [[only.output(n) for n in names] for names in draft.keys]
         return True
     if isinstance(node, Window) and node.qualify is None:
         read = [call for _, call in node.functions] + list(node.partition)
