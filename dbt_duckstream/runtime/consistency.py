@@ -142,12 +142,13 @@ def tie_aware_sql(table: str, query: str, columns: list[tuple[str, str]], ties: 
 
 def _untied(rows: str, tie: Tie) -> str:
     """The rows of ``rows`` in partitions of ``tie`` where no two rows tie."""
-    partition = ", ".join(quote(c) for c in tie.partition)
-    over = f"PARTITION BY {partition}" if partition else ""
-    everything = ", ".join(quote(c) for c in tie.keys)
+
+    def over(keys: tuple[str, ...]) -> str:
+        return f"PARTITION BY {', '.join(quote(c) for c in keys)}" if keys else ""
+
     return (
-        f"(SELECT * FROM (SELECT *, max(_ivm_n) OVER ({over}) AS _ivm_most FROM "
-        f"(SELECT *, count(*) OVER (PARTITION BY {everything}) AS _ivm_n FROM {rows})) "
+        f"(SELECT * FROM (SELECT *, max(_ivm_n) OVER ({over(tie.partition)}) AS _ivm_most FROM "
+        f"(SELECT *, count(*) OVER ({over(tie.keys)}) AS _ivm_n FROM {rows})) "
         "WHERE _ivm_most = 1)"
     )
 

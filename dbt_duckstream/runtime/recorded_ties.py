@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 
 from ..compiler.ties import Ties
-from ..errors import UnsupportedSQLError
+from ..errors import ConfigurationError, UnsupportedSQLError
 from ..sql import TableRef
 from . import runlog
 from .run import prepare
@@ -14,10 +14,12 @@ from .run import prepare
 
 def recorded_ties(con: duckdb.DuckDBPyConnection, target: TableRef) -> Ties | None:
     """The windows of the model's recorded SQL whose ties may order rows either way; None
-    for a model rebuilt on every run (its table is one evaluation of the SQL, compared
-    exactly: a rebuild may order ties differently from a recomputation, but so may any
-    two runs of the SQL, and no plan says where)."""
-    recorded = runlog.registered(con, target)
+    for a relation incremental_ivm never built (a view) and for a model rebuilt on every run
+    (its SQL may not compile: it is compared exactly)."""
+    try:
+        recorded = runlog.registered(con, target)
+    except ConfigurationError:
+        return None
     if recorded.mode == "rebuild":
         return None
     try:
