@@ -80,7 +80,7 @@ def test_the_consistency_test_and_explain_of_a_window_whose_order_ties(
     assert lake.execute(check).fetchall() != []
     explained = call(lake, "duckstream_explain", model("m"))["text"]
     assert "-- ties: ROW_NUMBER() OVER (PARTITION BY customer ORDER BY day)" in explained
-    assert "a tiebreaker in its ORDER BY" in explained
+    assert "a unique column ending its ORDER BY" in explained
 
 
 def test_the_consistency_test_of_a_model_with_repeated_column_names(

@@ -105,13 +105,13 @@ def test_ties_whose_values_reach_the_output_otherwise_are_unresolved(sql: str) -
 
 
 def test_explain_names_the_window_and_what_a_tiebreaker_changes() -> None:
-    (note,) = plan(NUMBERED).ties_note()
+    (note,) = plan(NUMBERED).ties.notes()
     assert "ROW_NUMBER() OVER (PARTITION BY customer ORDER BY day)" in note
-    assert "tied on (customer, day)" in note
+    assert "rows that share (customer, day) may come in either order" in note
     assert "n as a bag per (customer, day)" in note
-    assert "tiebreaker" in note
+    assert "a unique column ending its ORDER BY makes one result the only one" in note
     aggregated = f"SELECT customer, max(n) AS most FROM ({NUMBERED}) GROUP BY customer"
-    (exact,) = plan(aggregated).ties_note()
+    (exact,) = plan(aggregated).ties.notes()
     assert "compares the model exactly" in exact
 
 

@@ -19,7 +19,7 @@ from .operators import Aggregate, AsofJoin, Filter, Operator, Project, Scan
 from .operators.aggregate import key_name
 from .parse import parse_table, pinned_sql, qualify_sql
 from .render import MULT, Mode, RenderContext
-from .ties import CUT, POSITION, Tie, Ties, find_ties
+from .ties import Ties, find_ties
 from .tree import Schema, build_tree
 
 #: bumped whenever generated SQL or state changes meaning: maintained tables then rebuild once
@@ -202,26 +202,6 @@ class IVMPlan:
         """The windows whose result the order of rows tied in their ORDER BY may change."""
         return find_ties(self.root, self.columns)
 
-    def ties_note(self) -> list[str]:
-        """What the model's ties mean for its table and for ``ivm_consistent``, a line each."""
-        ties = self.ties
-        lines = [
-            f"-- ties: {tie.call} may order rows tied on ({', '.join(tie.keys) or '...'}"
-            f"{'' if tie.complete else ', ...'}) either way; the table keeps one valid order, "
-            f"stable for partitions no change touches; ivm_consistent compares {_compared(tie)}; "
-            "a tiebreaker in its ORDER BY (a unique column) makes one result the only one"
-            for tie in ties.found
-            if not ties.unresolved
-        ]
-        lines += [
-            f"-- ties: {call} may order tied rows either way, and its result reaches the "
-            "model through more than projections: ivm_consistent compares the model exactly "
-            "and may report a difference within ties; a tiebreaker in its ORDER BY (a unique "
-            "column) removes them"
-            for call in ties.unresolved
-        ]
-        return lines
-
     def recomputed_in_full(self, changed: frozenset[str]) -> list[str]:
         """What a window in which the sources ``changed`` (keys) changed recomputes in full."""
         return [
@@ -241,26 +221,13 @@ class IVMPlan:
         parts = [
             f"-- model {self.target.key}: keyed on {self.key_columns}"
             + (f"; {strategies}" if strategies else ""),
-            *self.ties_note(),
+            *self.ties.notes(),
             "-- build (snapshot 1)",
             *(s + ";" for s in self.build_sql(snapshots)),
             "-- maintenance (snapshots 0 -> 1)",
             *(s + ";" for s in maintenance.all()),
         ]
         return "\n".join(parts)
-
-
-def _compared(tie: Tie) -> str:
-    """How the consistency check treats a tie's columns (``runtime.consistency``)."""
-    values = ", ".join(tie.columns)
-    keys = f"({', '.join(tie.keys)})" if tie.keys else "the row count"
-    if tie.kind == CUT:
-        return f"the bag of {keys}{f' with {values}' if values else ''} alone"
-    if tie.kind == POSITION:
-        return f"{values} as a bag per {keys}, the other columns exactly"
-    if tie.complete:
-        return f"{values} exactly in partitions without ties, the other columns exactly"
-    return f"the columns other than {values} exactly ({values}: not compared)"
 
 
 def compile_ivm(

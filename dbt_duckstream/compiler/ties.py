@@ -105,6 +105,39 @@ class Ties:
         """Whether the model is compared exactly (no ties, or one without an invariant)."""
         return not self.found or bool(self.unresolved)
 
+    def notes(self) -> list[str]:
+        """What each tie means for the table and for ``ivm_consistent``, a line each (for
+        ``explain``)."""
+        if self.exact:
+            return [
+                f"-- ties: {call}: rows it ties may come in either order, and its values reach "
+                "the model through more than projections: ivm_consistent compares the model "
+                "exactly and may report a difference within ties; a unique column ending its "
+                "ORDER BY makes one result the only one"
+                for call in dict.fromkeys([*(t.call for t in self.found), *self.unresolved])
+            ]
+        return [
+            f"-- ties: {tie.call}: rows that share ({', '.join(tie.keys) or '...'}"
+            f"{'' if tie.complete else ', ...'}) may come in either order; the table keeps one "
+            "valid order, stable for partitions no change touches; ivm_consistent compares "
+            f"{_compared(tie)}; where rows may share them, a unique column ending its ORDER BY "
+            "makes one result the only one"
+            for tie in self.found
+        ]
+
+
+def _compared(tie: Tie) -> str:
+    """How the consistency check treats a tie's columns (``runtime.consistency``)."""
+    values = ", ".join(tie.columns)
+    keys = f"({', '.join(tie.keys)})" if tie.keys else "the row count"
+    if tie.kind == CUT:
+        return f"the bag of {keys}{f' with {values}' if values else ''} alone"
+    if tie.kind == POSITION:
+        return f"{values} as a bag per {keys}, the other columns exactly"
+    if tie.complete:
+        return f"{values} exactly in partitions without ties, the other columns exactly"
+    return f"the columns other than {values} exactly ({values}: not compared)"
+
 
 def _function(call: exp.Expr) -> exp.Expr:
     function = call.this
