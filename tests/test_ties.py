@@ -174,3 +174,39 @@ def test_a_window_over_everything_compares_its_values_only_where_one_row_is(con)
     assert differences(con, "m", whole, ties=ties) == []  # any row may come first
     con.execute("DELETE FROM m WHERE id <> 1")
     assert differences(con, "m", whole, ties=ties) != []
+
+
+def test_a_cut_compares_the_groups_it_keeps_whole_exactly(con) -> None:
+    """Top three orders by day: the last day kept may lose tied orders, the others not."""
+    top = "SELECT id, customer, day FROM orders ORDER BY day DESC LIMIT 3"
+    ties = plan(top).ties
+    assert [(t.kind, t.span, t.ordering) for t in ties.found] == [
+        ("cut", "prefix", ('"day" DESC NULLS LAST',))
+    ]
+    # days 01-06, 01-05 kept whole; of the two orders of 01-02, either is right
+    con.execute(
+        "CREATE OR REPLACE TABLE m AS SELECT id, customer, day FROM orders WHERE id IN (5, 4, 2)"
+    )
+    assert differences(con, "m", top, ties=ties) == []
+    con.execute("UPDATE m SET id = 3 WHERE id = 2")
+    assert differences(con, "m", top, ties=ties) == []
+    con.execute("UPDATE m SET customer = 1 WHERE id = 4")  # a row of a group kept whole
+    assert differences(con, "m", top, ties=ties) != []
+
+
+@pytest.mark.parametrize(
+    ("predicate", "span"),
+    [
+        ("n <= 2", "prefix"),
+        ("n = 1", "prefix"),
+        ("2 > n", "prefix"),
+        ("n = 2", "range"),
+        ("n BETWEEN 2 AND 3", "range"),
+        ("n % 2 = 0", None),
+        ("n >= 2", None),
+    ],
+)
+def test_which_positions_a_cut_keeps(predicate: str, span: str | None) -> None:
+    sql = "SELECT id, customer, day, row_number() OVER (PARTITION BY customer ORDER BY day) AS n "
+    sql += f"FROM orders QUALIFY {predicate}"
+    assert [t.span for t in plan(sql).ties.found] == [span]

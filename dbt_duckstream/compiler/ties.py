@@ -31,16 +31,18 @@ position: rn, ties on (g, v)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ..sql import expr_sql
+from ..sql import expr_sql, quote
 from .operators import Join, Operator, Project
 from .operators.topn import TopN
 from .operators.window import Window
 
 POSITION, VALUE, CUT = "position", "value", "cut"
+PREFIX, RANGE = "prefix", "range"
 
 #: window functions whose value is the same for every row of a tie group
 _TIE_FREE = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist)
@@ -80,6 +82,12 @@ class Tie:
     complete: bool
     #: how many of ``keys`` are PARTITION BY values
     partitioned: int = 0
+    #: the ORDER BY terms over output columns, when ``complete``
+    ordering: tuple[str, ...] = ()
+    #: for a cut: which positions it keeps (``PREFIX``: the first n; ``RANGE``: n after the
+    #: first m; None: any), so that the tie groups before its last kept one (``PREFIX``) or
+    #: between its first and last (``RANGE``) are kept whole
+    span: str | None = None
 
     @property
     def partition(self) -> tuple[str, ...]:
@@ -131,7 +139,13 @@ def _compared(tie: Tie) -> str:
     values = ", ".join(tie.columns)
     keys = f"({', '.join(tie.keys)})" if tie.keys else "the row count"
     if tie.kind == CUT:
-        return f"the bag of {keys}{f' with {values}' if values else ''} alone"
+        whole = {PREFIX: "before the last kept one", RANGE: "between the first and last kept"}
+        rows = (
+            f", and the other columns exactly in the tie groups {whole[tie.span]}"
+            if tie.span is not None and tie.complete
+            else ""
+        )
+        return f"the bag of {keys}{f' with {values}' if values else ''}{rows}"
     if tie.kind == POSITION:
         return f"{values} as a bag per {keys}, the other columns exactly"
     if tie.complete:
@@ -214,6 +228,9 @@ class _Draft:
     columns: set[str]
     keys: list[list[str]]  # the names each key has here (none: not passed on)
     partitioned: int
+    #: each ORDER BY key's direction (`` DESC NULLS FIRST``)
+    directions: list[str]
+    span: str | None = None
 
 
 def _drafts(node: Operator) -> tuple[list[_Draft], list[str]]:
@@ -224,7 +241,8 @@ def _drafts(node: Operator) -> tuple[list[_Draft], list[str]]:
             return [], []
         keys = [[n] if n else [] for n in _names(terms)]
         call = "ORDER BY " + ", ".join(expr_sql(o) for o in node.order) + " LIMIT"
-        return [_Draft(CUT, call, set(), keys, 0)], []
+        span = RANGE if node.offset else PREFIX
+        return [_Draft(CUT, call, set(), keys, 0, _directions(node.order), span)], []
     if not isinstance(node, Window):
         return [], []
     drafts: list[_Draft] = []
@@ -236,15 +254,51 @@ def _drafts(node: Operator) -> tuple[list[_Draft], list[str]]:
         if kind is None or _covers(partition + order, _row_columns(node.child)):
             continue
         keys = [[n] if n else [] for n in _names(partition + order)]
-        drafts.append(_Draft(kind, _shown(call), {name}, keys, len(partition)))
+        directions = _directions(order_node.expressions if order_node else [])
+        drafts.append(_Draft(kind, _shown(call), {name}, keys, len(partition), directions))
     if node.qualify is None or not drafts:
         return drafts, []
     # a cut keeps fixed positions only when its predicate reads nothing but their numbers
     cutting = [d for d in drafts if _refs(node.qualify) <= d.columns]
     if len(drafts) == 1 and cutting and cutting[0].kind == POSITION:
         cutting[0].kind = CUT
+        cutting[0].span = _span(node.qualify)
         return drafts, []
     return [], [d.call for d in drafts]
+
+
+def _directions(terms: Sequence[exp.Expr]) -> list[str]:
+    """Each ORDER BY term's direction and NULLs' place, written out (DuckDB puts NULLs last
+    unless told)."""
+    return [
+        f" {'DESC' if t.args.get('desc') else 'ASC'} "
+        f"NULLS {'FIRST' if t.args.get('nulls_first') else 'LAST'}"
+        if isinstance(t, exp.Ordered)
+        else " ASC NULLS LAST"
+        for t in terms
+    ]
+
+
+def _span(predicate: exp.Expr) -> str | None:
+    """Which positions a predicate on a position number keeps: ``n <= 3``, ``n < 3`` or
+    ``n = 1`` the first ones, ``n = 3`` or ``n BETWEEN 2 AND 4`` a range (positions and
+    ``ntile`` grow with the order)."""
+    while isinstance(predicate, exp.Paren):
+        predicate = predicate.this
+    if isinstance(predicate, exp.Between):
+        return RANGE if isinstance(predicate.this, exp.Column) else None
+    flipped = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.LT: exp.GT, exp.EQ: exp.EQ}
+    kind = type(predicate)
+    if kind not in flipped:
+        return None
+    left, right = predicate.this, predicate.expression
+    if isinstance(right, exp.Column) and not isinstance(left, exp.Column):
+        left, right, kind = right, left, flipped[kind]
+    if not isinstance(left, exp.Column) or not isinstance(right, exp.Literal):
+        return None
+    if kind in (exp.LTE, exp.LT) or (kind is exp.EQ and right.name == "1"):
+        return PREFIX
+    return RANGE if kind is exp.EQ else None
 
 
 def _above(draft: _Draft, node: Operator) -> bool:
@@ -299,16 +353,29 @@ def find_ties(root: Operator, columns: tuple[str, ...]) -> Ties:
             if draft.kind != CUT and not draft.columns:
                 continue  # its values are not output
             keys = list(dict.fromkeys(renamed[names[0]] for names in draft.keys if names))
+            complete = all(draft.keys)
+            ordering = (
+                tuple(
+                    quote(renamed[names[0]]) + direction
+                    for names, direction in zip(
+                        draft.keys[draft.partitioned :], draft.directions, strict=True
+                    )
+                )
+                if complete
+                else ()
+            )
             found.append(
                 Tie(
                     kind=draft.kind,
                     call=draft.call,
                     columns=tuple(c for c in columns if c in {renamed[d] for d in draft.columns}),
                     keys=tuple(keys),
-                    complete=all(draft.keys),
+                    complete=complete,
                     partitioned=len(
                         {renamed[names[0]] for names in draft.keys[: draft.partitioned] if names}
                     ),
+                    ordering=ordering,
+                    span=draft.span,
                 )
             )
     cuts = [t for t in found if t.kind == CUT]

@@ -15,7 +15,7 @@ from contextlib import nullcontext
 import duckdb
 from sqlglot import exp
 
-from ..compiler.ties import CUT, VALUE, Tie, Ties
+from ..compiler.ties import CUT, RANGE, VALUE, Tie, Ties
 from ..sql import joins_asof, literal, quote, same_values
 from .inlining import is_float_type
 from .lake import describe, feed_safe_optimizers, sound_optimizers
@@ -95,8 +95,11 @@ def tie_aware_sql(table: str, query: str, columns: list[tuple[str, str]], ties: 
     - ``position``: the bag of (its key columns that are output, its values);
     - ``value``: (keys, values) exactly, in the partitions without a tie on either side,
       when every key is an output column; else the values are not compared;
-    - ``cut``: the bag of (keys, values) of the rows kept, and no ``row`` comparison (which
-      of the tied rows a cut keeps is open): with no key output, the number of rows.
+    - ``cut``: the bag of (keys, values) of the rows kept (with no key output, the number of
+      rows); which of the tied rows a cut keeps is open, so there is no ``row`` comparison:
+      only the rows of the tie groups a cut of a prefix or range of positions keeps whole
+      (every group but its last, or its first and last) are compared exactly, when every
+      key is an output column.
     """
     select = ", ".join(quote(c) for c, _ in columns)
     types = dict(columns)
@@ -111,6 +114,15 @@ def tie_aware_sql(table: str, query: str, columns: list[tuple[str, str]], ties: 
         label = f"{tie.kind} {', '.join(tie.columns) or 'rows'} per ({', '.join(tie.keys)})"
         if tie.kind != VALUE:
             parts.append((label, "model_rows", "recomputed_rows", compared))
+        if tie.kind == CUT and tie.span is not None and tie.complete and rest:
+            parts.append(
+                (
+                    f"{label}, rows of the tie groups it keeps whole",
+                    _kept_whole("model_rows", tie),
+                    _kept_whole("recomputed_rows", tie),
+                    rest,
+                )
+            )
         elif tie.complete:
             parts.append(
                 (
@@ -150,6 +162,19 @@ def _untied(rows: str, tie: Tie) -> str:
         f"(SELECT * FROM (SELECT *, max(_ivm_n) OVER ({over(tie.partition)}) AS _ivm_most FROM "
         f"(SELECT *, count(*) OVER ({over(tie.keys)}) AS _ivm_n FROM {rows})) "
         "WHERE _ivm_most = 1)"
+    )
+
+
+def _kept_whole(rows: str, tie: Tie) -> str:
+    """The rows of ``rows`` in the tie groups a cut keeps whole: before the last kept group of
+    a partition (``PREFIX``), or between its first and last (``RANGE``)."""
+    partition = ", ".join(quote(c) for c in tie.partition)
+    by = f"PARTITION BY {partition}" if partition else ""
+    inner = "_ivm_g > 1 AND " if tie.span == RANGE else ""
+    return (
+        f"(SELECT * FROM (SELECT *, max(_ivm_g) OVER ({by}) AS _ivm_last FROM "
+        f"(SELECT *, dense_rank() OVER ({by} ORDER BY {', '.join(tie.ordering)}) AS _ivm_g "
+        f"FROM {rows})) WHERE {inner}_ivm_g < _ivm_last)"
     )
 
 
