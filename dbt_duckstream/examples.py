@@ -11,6 +11,7 @@ from collections import Counter
 
 import duckdb
 
+from .compiler.plan import compile_ivm
 from .runtime.consistency import differences
 from .runtime.lake import attach_lake
 from .runtime.run import prepare, refresh
@@ -42,7 +43,7 @@ def show_delta(view: str, tables: dict[str, tuple[str, str]], change: str) -> No
             result = refresh(con, plan, rebuild_above=None)
             if result.strategy != "incremental":
                 raise AssertionError(f"not maintained: {result.summary()}")
-            diff = differences(con, "example", view)
+            diff = differences(con, "example", view, ties=plan.ties)
             if diff:
                 raise AssertionError(f"differs from its recomputation: {diff}")
             after = Counter(con.execute("SELECT * FROM example").fetchall())
@@ -51,3 +52,21 @@ def show_delta(view: str, tables: dict[str, tuple[str, str]], change: str) -> No
     for sign, rows in (("-", before - after), ("+", after - before)):
         for row, n in sorted(rows.items(), key=repr):
             print(f"{sign}{n}", row)
+
+
+def show_ties(view: str, tables: dict[str, str]) -> None:
+    """Print the ties of ``view`` over ``tables`` (name -> column definitions), one a line
+    (``compiler.ties``)."""
+    schema = {
+        "memory": {
+            "main": {
+                name: dict(c.strip().rsplit(" ", 1) for c in columns.split(","))
+                for name, columns in tables.items()
+            }
+        }
+    }
+    ties = compile_ivm(view, target="example", schema=schema, catalog="memory").ties
+    for tie in ties.found:
+        print(tie.describe())
+    for call in ties.unresolved:
+        print(f"unresolved: {call}")

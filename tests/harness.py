@@ -12,6 +12,7 @@ import duckdb
 
 from dbt_duckstream import RunResult, prepare, refresh
 from dbt_duckstream.compiler import IVMPlan
+from dbt_duckstream.compiler.ties import Ties
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake, describe
 
@@ -92,18 +93,27 @@ class Model:
     def assert_consistent(self) -> None:
         # the table's column types are fixed when it is built: checking them once suffices
         assert_consistent(
-            self.con, f"lake.main.{self.name}", self.sql, types=not self.types_checked
+            self.con,
+            f"lake.main.{self.name}",
+            self.sql,
+            types=not self.types_checked,
+            ties=self.plan.ties,
         )
         self.types_checked = True
 
 
 def assert_consistent(
-    con: duckdb.DuckDBPyConnection, table: str, sql: str, *, types: bool = True
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    sql: str,
+    *,
+    types: bool = True,
+    ties: Ties | None = None,
 ) -> None:
     """The oracle: the maintained table equals the SQL recomputed now, as bags (every copy
     of a row is paired with one copy, so the row counts agree too), with the same column
-    types."""
-    diff = differences(con, table, sql)
+    types; with the plan's ``ties``, the order within a window's ties does not count."""
+    diff = differences(con, table, sql, ties=ties)
     assert not diff, f"{table} differs from its recomputation:\n" + "\n".join(map(str, diff))
     if types:
         maintained_types = [t for _, t in describe(con, table)]

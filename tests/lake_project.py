@@ -15,7 +15,9 @@ import duckdb
 
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake
+from dbt_duckstream.runtime.recorded_ties import recorded_ties
 from dbt_duckstream.runtime.runlog import RUN_LOG
+from dbt_duckstream.sql import TableRef
 
 from .dbt_project import FALLBACK_MODELS, REPOSITORY, Project
 
@@ -48,7 +50,8 @@ def assert_equals_reference(project: Project) -> None:
             if model in FALLBACK_MODELS and not _last_run_today(con, model):
                 continue  # a day began between its run and now: the reference differs by design
             maintained, reference = f"lake.main.{model}", f"lake.reference.{model}"
-            diff = differences(con, maintained, f"SELECT * FROM {reference}")
+            ties = recorded_ties(con, TableRef("lake", "main", model))
+            diff = differences(con, maintained, f"SELECT * FROM {reference}", ties=ties)
             assert not diff, f"{model} differs from its table materialization: {diff}"
             types = [con.execute(f"DESCRIBE {t}").fetchall() for t in (maintained, reference)]
             assert types[0] == types[1], f"{model}: column types differ"

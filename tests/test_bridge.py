@@ -56,6 +56,33 @@ def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> No
     assert "ducklake_table_deletions" in call(lake, "duckstream_explain", model("m"))["text"]
 
 
+def test_the_consistency_test_and_explain_of_a_window_whose_order_ties(
+    lake: duckdb.DuckDBPyConnection,
+) -> None:
+    """jaffle-shop's numbering of a customer's orders by day: orders of one day tie, and the
+    test accepts either numbering of them, and nothing else; explain says so."""
+    bridge.register(lake)
+    lake.execute(
+        "CREATE TABLE orders AS SELECT range AS id, range % 3 AS customer, "
+        "DATE '2024-01-01' + (range // 6)::INTEGER AS day FROM range(12)"
+    )
+    sql = (
+        "SELECT id, customer, day, row_number() OVER (PARTITION BY customer ORDER BY day) "
+        "AS n FROM lake.main.orders"
+    )
+    assert call(lake, "duckstream_run", model("m", sql=sql))["strategy"] == "initial"
+    check = call(lake, "duckstream_consistency_sql", model("m"))["sql"]
+    lake.execute(  # the other numbering of each tie
+        "UPDATE m SET n = CASE n WHEN 1 THEN 2 WHEN 2 THEN 1 WHEN 3 THEN 4 ELSE 3 END"
+    )
+    assert lake.execute(check).fetchall() == []
+    lake.execute("UPDATE m SET n = 3 WHERE id = 0")  # a number of the other day
+    assert lake.execute(check).fetchall() != []
+    explained = call(lake, "duckstream_explain", model("m"))["text"]
+    assert "-- ties: ROW_NUMBER() OVER (PARTITION BY customer ORDER BY day)" in explained
+    assert "a unique column ending its ORDER BY" in explained
+
+
 def test_the_consistency_test_of_a_model_with_repeated_column_names(
     lake: duckdb.DuckDBPyConnection,
 ) -> None:

@@ -16,6 +16,8 @@ import pytest
 from dbt_duckstream.runtime.breakdown import Breakdown
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import ducklake_extension_path
+from dbt_duckstream.runtime.recorded_ties import recorded_ties
+from dbt_duckstream.sql import TableRef
 
 from .dbt_project import FALLBACK_MODELS, Project, change_sources
 
@@ -39,7 +41,8 @@ def assert_equals_table_materialization(project: Project) -> None:
     with project.connect() as con:
         for model in project.models():
             maintained, reference = f"lake.main.{model}", f"lake.reference.{model}"
-            diff = differences(con, maintained, f"SELECT * FROM {reference}")
+            ties = recorded_ties(con, TableRef("lake", "main", model))
+            diff = differences(con, maintained, f"SELECT * FROM {reference}", ties=ties)
             assert not diff, f"{model} differs from its table materialization: {diff}"
             types = [con.execute(f"DESCRIBE {t}").fetchall() for t in (maintained, reference)]
             assert types[0] == types[1], f"{model}: column types differ"

@@ -1,12 +1,15 @@
 """The classic jaffle_shop dbt project, every model ``incremental_ivm``, through dbt's CLI.
 
 Its marts are LEFT JOINs of aggregated CTEs (``customers``) and a LEFT JOIN of a
-payment-method pivot (``orders``). Every round changes its raw tables the way its upstream
-system would (new orders with their payments, status changes, refunds, cancelled orders,
-new and departed customers, several commits per window, some rows touched twice in one
-transaction), then runs ``dbt run`` and ``dbt test`` (the project's own schema tests:
-unique, not_null, accepted_values, relationships; and ``ivm_consistent``), and compares every
-model with the same SQL built by dbt's ``table`` materialization.
+payment-method pivot (``orders``), which numbers each customer's orders by day as dbt-labs'
+current jaffle-shop does (``row_number()``): half the new orders fall on a day their customer
+already ordered on, so numbers tie, and ``ivm_consistent`` and the comparison with the
+``table`` materialization must accept either numbering of a tie. Every round changes its raw
+tables the way its upstream system would (new orders with their payments, status changes,
+refunds, cancelled orders, new and departed customers, several commits per window, some rows
+touched twice in one transaction), then runs ``dbt run`` and ``dbt test`` (the project's own
+schema tests: unique, not_null, accepted_values, relationships; and ``ivm_consistent``), and
+compares every model with the same SQL built by dbt's ``table`` materialization.
 """
 
 from __future__ import annotations
@@ -79,10 +82,16 @@ def change_raw_tables(con: duckdb.DuckDBPyConnection, rng: random.Random) -> Non
                 ]
                 for _ in range(rng.randint(1, 4)):
                     order_id += 1
+                    customer = rng.choice(customers)
                     day = f"DATE '2018-04-10' + {rng.randint(0, 40)}"
+                    if rng.random() < 0.5:  # the day of another of its orders: a tie
+                        day = (
+                            f"coalesce((SELECT max(order_date) FROM {RAW}.raw_orders "
+                            f"WHERE user_id = {int(customer)}), {day})"
+                        )
                     con.execute(
                         f"INSERT INTO {RAW}.raw_orders VALUES (?, ?, {day}, ?)",
-                        [order_id, rng.choice(customers), rng.choice(STATUSES)],
+                        [order_id, customer, rng.choice(STATUSES)],
                     )
                     for _ in range(rng.randint(1, 3)):
                         payment_id += 1

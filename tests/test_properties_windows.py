@@ -6,7 +6,8 @@ sit in partition and order keys.
 Ties: where a window's ORDER BY leaves rows tied, SQL lets it number them either way, and the
 maintained table is one valid result of the SQL (see ``operators/window.py``). These views
 order by every column the window reads, so tied rows are identical and every valid result is
-the same bag; ``rank``-style functions, which give ties equal values, keep their ties.
+the same bag, compared exactly; ``rank``-style functions, which give ties equal values, keep
+their ties. Windows whose keys do tie are ``test_properties_ties.py``'s.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from ..runtime import model_run, runlog
 from ..runtime.consistency import differences_sql
 from ..runtime.decide import rebuild_above
 from ..runtime.lake import describe, disable_for_good, stored_columns, unsound_optimizers
+from ..runtime.recorded_ties import recorded_ties
 from ..runtime.run import prepare, using
 from ..runtime.status import format_status, status
 from ..runtime.turns import LAKE
@@ -75,8 +76,10 @@ def consistency_sql(con: duckdb.DuckDBPyConnection, request: Request) -> dict[st
         return {"sql": f"SELECT 'columns differ' AS _side, {literal(detail)} AS detail"}
     # dbt runs the query after this call returns, outside any block of the package
     disable_for_good(con, unsound_optimizers(recorded.sql))
+    # a window whose ORDER BY ties may order rows either way: not a difference
+    ties = recorded_ties(con, target)
     # The recomputation is fully qualified by dbt; in-catalog names resolve as at build time.
-    return {"sql": differences_sql(target.sql(), recorded.sql, table_columns)}
+    return {"sql": differences_sql(target.sql(), recorded.sql, table_columns, ties)}
 
 
 def model_status(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:

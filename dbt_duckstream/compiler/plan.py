@@ -19,6 +19,7 @@ from .operators import Aggregate, AsofJoin, Filter, Operator, Project, Scan
 from .operators.aggregate import key_name
 from .parse import parse_table, pinned_sql, qualify_sql
 from .render import MULT, Mode, RenderContext
+from .ties import Ties, find_ties
 from .tree import Schema, build_tree
 
 #: bumped whenever generated SQL or state changes meaning: maintained tables then rebuild once
@@ -196,6 +197,11 @@ class IVMPlan:
         """How each operator without a row-by-row rule is maintained, by its node name."""
         return {n.name: n.strategy for n in self.root.walk() if n.strategy is not None}
 
+    @property
+    def ties(self) -> Ties:
+        """The windows whose result the order of rows tied in their ORDER BY may change."""
+        return find_ties(self.root, self.columns)
+
     def recomputed_in_full(self, changed: frozenset[str]) -> list[str]:
         """What a window in which the sources ``changed`` (keys) changed recomputes in full."""
         return [
@@ -215,6 +221,7 @@ class IVMPlan:
         parts = [
             f"-- model {self.target.key}: keyed on {self.key_columns}"
             + (f"; {strategies}" if strategies else ""),
+            *self.ties.notes(),
             "-- build (snapshot 1)",
             *(s + ";" for s in self.build_sql(snapshots)),
             "-- maintenance (snapshots 0 -> 1)",

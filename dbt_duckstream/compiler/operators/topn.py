@@ -18,7 +18,7 @@ first n + m, and the model the last n of them).
 The rows are stored, never recomputed at the old snapshot: with ties in the ORDER BY either
 tied row is a valid result, and a retraction must find the one that was kept. The table is
 always a valid result of the model's SQL; where the ORDER BY leaves rows tied at the n-th
-place, a recomputation may keep another.
+place, a recomputation may keep another (a ``cut`` of ``compiler/ties.py``).
 
 >>> from dbt_duckstream.examples import show_delta
 >>> show_delta(

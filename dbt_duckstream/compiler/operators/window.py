@@ -16,8 +16,10 @@ frame pick either row. Windows whose every value is a function of the partition'
 recompute the old rows of the touched partitions from the input at the old snapshot.
 
 Ties: each partition is stored as one evaluation of the SQL produced it, so the maintained
-table is always a valid result of the model's SQL. Where the ORDER BY leaves rows tied, a
-recomputation may pick another valid result, as two runs of the same query may.
+table is always a valid result of the model's SQL, and a partition no change touches keeps
+its order. Where the ORDER BY leaves rows tied, a recomputation may pick another valid result,
+as two runs of the same query may: ``compiler/ties.py`` says which outputs that changes, and
+the consistency check compares them by what stays fixed.
 
 A window without PARTITION BY is one partition: any change recomputes it whole (``explain``
 and the run line say so, and the choice between maintaining and rebuilding weighs it). A

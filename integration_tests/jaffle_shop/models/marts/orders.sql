@@ -43,7 +43,11 @@ final as (
 
         {% endfor -%}
 
-        order_payments.total_amount as amount
+        order_payments.total_amount as amount,
+
+        {#- dbt-labs' current jaffle-shop numbers each customer's orders; orders of one day
+            tie, and either numbering of them is right #}
+        row_number() over (partition by orders.customer_id order by orders.order_date asc) as customer_order_number
 
     from orders
 
