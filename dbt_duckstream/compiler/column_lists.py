@@ -32,6 +32,7 @@ from sqlglot.schema import MappingSchema
 
 from ..errors import UnsupportedSQLError
 from ..sql import literal
+from .scopes import from_items, selects_inside_out, star_probe
 
 #: stands for an unpacked ``*COLUMNS(...)`` while the call around it is written out
 _UNPACKED = "__duckstream_unpacked"
@@ -67,22 +68,6 @@ def expand_column_lists(
             where.set("this", exp.and_(*copies))
 
 
-def selects_inside_out(node: exp.Expr) -> list[exp.Select]:
-    """The SELECTs under ``node``, each after those it contains and those before it: a query
-    reads the columns of the queries below it as written out."""
-    found: list[exp.Select] = []
-    pending: list[tuple[exp.Expr, bool]] = [(node, False)]
-    while pending:
-        current, below_done = pending.pop()
-        if below_done:
-            if isinstance(current, exp.Select):
-                found.append(current)
-            continue
-        pending.append((current, True))
-        pending.extend((child, False) for child in reversed(list(current.iter_expressions())))
-    return found
-
-
 def _column_lists(select: exp.Select) -> Iterator[exp.Columns]:
     """The ``COLUMNS`` of the select list and ``WHERE`` of ``select`` itself."""
     where = select.args.get("where")
@@ -100,44 +85,6 @@ def _own(expression: exp.Expr) -> list[exp.Columns]:
             found.append(node)
         pending.extend(c for c in node.iter_expressions() if not isinstance(c, exp.Query))
     return found
-
-
-def _visible_ctes(select: exp.Select) -> list[exp.CTE]:
-    """The CTEs that the ``FROM`` of ``select`` may name, innermost first."""
-    found: dict[str, exp.CTE] = {}
-    node: exp.Expr | None = select
-    while node is not None:
-        with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
-        if isinstance(with_, exp.With):
-            for cte in with_.expressions:
-                if cte.alias_or_name not in found and not cte.find(exp.Columns):
-                    found[cte.alias_or_name] = cte
-        node = node.parent
-    return list(found.values())
-
-
-def from_items(select: exp.Select) -> set[str]:
-    """The names of the items of the ``FROM`` of ``select`` (tables, subqueries, CTEs read)."""
-    from_ = select.args.get("from_")
-    items = [
-        *([from_.this] if from_ is not None else []),
-        *(j.this for j in select.args.get("joins") or []),
-    ]
-    return {i.alias_or_name for i in items}
-
-
-def star_probe(select: exp.Select) -> exp.Select | None:
-    """``SELECT *`` over the ``FROM`` of ``select``, with the CTEs it may name: qualified, its
-    projections are the columns the ``FROM`` offers, in order (None: no ``FROM``)."""
-    from_ = select.args.get("from_")
-    if from_ is None:
-        return None
-    probe = exp.Select(expressions=[exp.Star()], from_=from_.copy())
-    probe.set("joins", [j.copy() for j in select.args.get("joins") or []])
-    ctes = _visible_ctes(select)
-    if ctes:
-        probe.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
-    return probe
 
 
 def _available_columns(

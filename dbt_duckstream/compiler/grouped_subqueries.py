@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
 from .keyed import KEY, keyed_body
-from .subqueries import outer_columns
+from .scopes import outer_columns
 
 
 def rewrite_grouped_subqueries(statement: exp.Expr) -> None:

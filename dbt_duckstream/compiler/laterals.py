@@ -26,7 +26,7 @@ from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
 from .keyed import KEY, keyed_body
-from .subqueries import sources
+from .scopes import sources
 from .validate import limit_value
 
 

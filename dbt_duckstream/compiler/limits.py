@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
-from .subqueries import outside_subqueries
+from .scopes import outside_subqueries
 from .validate import limit_value
 from .windows import is_window_function
 

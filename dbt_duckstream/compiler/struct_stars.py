@@ -19,7 +19,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from .column_lists import from_items, selects_inside_out, star_probe
+from .scopes import from_items, selects_inside_out, star_probe
 
 
 def expand_struct_stars(

@@ -48,6 +48,7 @@ from .operators.mark_join import MarkJoin
 from .operators.membership import Membership, Quantifier
 from .operators.scalar_subquery import ScalarSubquery
 from .operators.semi_join import SemiJoin
+from .scopes import column_key, has_subquery, outer_columns, outside_subqueries, sources, within
 
 #: maps an expression over the outer query's columns to one over its relation's columns
 Mapper = Callable[[exp.Expr], exp.Expr]
@@ -74,76 +75,6 @@ class Builds(Protocol):
     def query(self, node: exp.Expr, ctes: dict[str, Operator]) -> Operator: ...
 
     def select(self, select: exp.Select, ctes: dict[str, Operator]) -> Operator: ...
-
-
-# -- scopes ------------------------------------------------------------------------------------
-
-
-def parenthesized(item: exp.Expr) -> exp.Expr | None:
-    """The first item of a parenthesized join, ``(b JOIN c ON ...)``, which holds the joins
-    (a table, or a derived table: ``((SELECT ...) AS b JOIN c ON ...)``); None for any other
-    item (``((SELECT ...)) AS b`` is a derived table)."""
-    if not isinstance(item, exp.Subquery) or item.alias:
-        return None
-    inner = item.this
-    if not isinstance(inner, exp.Query) or (isinstance(inner, exp.Subquery) and inner.alias):
-        return inner
-    return None
-
-
-def sources(select: exp.Select) -> set[str]:
-    """The aliases a SELECT's FROM clause defines, parenthesized joins included."""
-    from_ = select.args.get("from_") or select.args.get("from")
-    items = [from_.this] if from_ is not None else []
-    items += [j.this for j in select.args.get("joins") or []]
-    names: set[str] = set()
-    while items:
-        item = items.pop()
-        first = parenthesized(item)
-        if first is not None:
-            items.append(first)
-        else:
-            names.add(item.alias_or_name)
-        items += [j.this for j in item.args.get("joins") or []]
-    return names
-
-
-def owner(column: exp.Column) -> exp.Select | None:
-    """The SELECT block whose FROM clause defines the column's table alias."""
-    node = column.parent
-    while node is not None:
-        if isinstance(node, exp.Select) and column.table in sources(node):
-            return node
-        node = node.parent
-    return None
-
-
-def within(node: exp.Expr | None, ancestor: exp.Expr | None) -> bool:
-    """Whether ``node`` is ``ancestor`` or below it."""
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False
-
-
-def outer_columns(query: exp.Expr) -> list[exp.Column]:
-    """The columns inside ``query`` that belong to an enclosing query."""
-    return [c for c in query.find_all(exp.Column) if c.table and not within(owner(c), query)]
-
-
-def outside_subqueries(expression: exp.Expr) -> Iterator[exp.Expr]:
-    """Every node of ``expression`` except those inside subqueries."""
-    stack = [expression]
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, exp.Query):
-            stack.extend(reversed(list(node.iter_expressions())))
-
-
-def has_subquery(expression: exp.Expr) -> bool:
-    return expression.find(exp.Query) is not None
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -591,11 +522,6 @@ def _split(query: exp.Expr, *, allow_outer_select: bool) -> _Correlated:
     select = query.copy()
     select.set("where", exp.Where(this=exp.and_(*(c.copy() for c in local))) if local else None)
     return _Correlated(select, correlated, inner)
-
-
-def column_key(column: exp.Column) -> str:
-    """``table.name``, as errors and keys name a qualified column."""
-    return f"{column.table}.{column.name}"
 
 
 def _name_in(key: str) -> exp.Column:

@@ -43,14 +43,8 @@ from .operators.base import number
 from .operators.outer_join import full_join, left_join, right_join
 from .operators.scan import check_row_identity
 from .operators.semi_join import semi_join
-from .subqueries import (
-    Subqueries,
-    has_subquery,
-    new_counter,
-    outside_subqueries,
-    owner,
-    parenthesized,
-)
+from .scopes import has_subquery, outside_subqueries, owner, parenthesized
+from .subqueries import Subqueries, new_counter
 from .validate import check_aggregate, check_recursive_body, check_select, limit_value
 from .windows import (
     inline_named_windows,
