@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
 from ..sql import TableRef, expr_sql, unique_names
+from .context import Schema
 from .grouping import grouping_sets, grouping_value, has_grouping_sets
 from .operators import (
     SET_OPERATIONS,
@@ -53,9 +54,6 @@ from .windows import (
     replace_calls,
     window_calls,
 )
-
-#: source columns per table: catalog -> schema -> table -> column -> type
-Schema = dict[str, dict[str, dict[str, dict[str, str]]]]
 
 #: builders of the joins that do not collapse into an N-ary inner join, by kind:
 #: ``builder(left, right, on)`` where ``left`` is everything to the join's left

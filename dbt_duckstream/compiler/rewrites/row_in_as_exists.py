@@ -14,28 +14,26 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..sql import conjuncts
+from ...sql import conjuncts
+from ..context import Context
 
 _ALIAS = "_ivm_row_in"
 
 
-def rewrite_row_membership(statement: exp.Expr) -> None:
+def row_in_as_exists(expression: exp.Expr, context: Context) -> exp.Expr:
     """Rewrite, in place, every ``(a, b, ...) IN (subquery)`` that is a conjunct of a WHERE
     or HAVING.
 
-    >>> import sqlglot
-    >>> statement = sqlglot.parse_one(
-    ...     "SELECT * FROM o WHERE o.k > 1 AND (o.c, o.d) IN (SELECT c, max(d) FROM o GROUP BY c)",
-    ...     "duckdb",
-    ... )
-    >>> rewrite_row_membership(statement)
-    >>> print(statement.sql("duckdb"))  # doctest: +NORMALIZE_WHITESPACE
+    >>> from dbt_duckstream.compiler.pipeline import show
+    >>> print(show(row_in_as_exists,
+    ...     "SELECT * FROM o WHERE o.k > 1 AND (o.c, o.d) IN (SELECT c, max(d) FROM o GROUP BY c)"
+    ... ))  # doctest: +NORMALIZE_WHITESPACE
     SELECT * FROM o WHERE o.k > 1 AND EXISTS(SELECT 1 FROM (SELECT c, MAX(d) FROM o GROUP BY c)
     AS _ivm_row_in1(_ivm_c0, _ivm_c1) WHERE _ivm_row_in1._ivm_c0 = o.c AND
     _ivm_row_in1._ivm_c1 = o.d)
     """
     count = 0
-    for clause in list(statement.find_all(exp.Where, exp.Having)):
+    for clause in list(expression.find_all(exp.Where, exp.Having)):
         terms = conjuncts(clause.this)
         rewritten = []
         for term in terms:
@@ -47,6 +45,7 @@ def rewrite_row_membership(statement: exp.Expr) -> None:
             rewritten.append(_exists(*row, alias=f"{_ALIAS}{count}"))
         if any(new is not old for new, old in zip(rewritten, terms, strict=True)):
             clause.set("this", exp.and_(*rewritten))
+    return expression
 
 
 def _row_and_query(term: exp.Expr) -> tuple[list[exp.Expr], exp.Query] | None:

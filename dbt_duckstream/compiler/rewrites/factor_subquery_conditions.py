@@ -10,13 +10,22 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..sql import conjuncts, factored
+from ...sql import conjuncts, factored
+from ..context import Context
 
 
-def factor_subquery_conditions(statement: exp.Expr) -> None:
+def factor_subquery_conditions(expression: exp.Expr, context: Context) -> exp.Expr:
     """Rewrite, in place, the WHERE of every subquery in an expression so that no conjunct is
-    an OR whose branches share a condition (``sql.factored``)."""
-    for select in list(statement.find_all(exp.Select)):
+    an OR whose branches share a condition (``sql.factored``).
+
+    >>> from dbt_duckstream.compiler.pipeline import show
+    >>> print(show(factor_subquery_conditions,
+    ...     "SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE (u.k = t.k AND u.a = 1) "
+    ...     "OR (u.k = t.k AND u.b = 2))"
+    ... ))
+    SELECT * FROM t WHERE EXISTS(SELECT 1 FROM u WHERE u.k = t.k AND (u.a = 1 OR u.b = 2))
+    """
+    for select in list(expression.find_all(exp.Select)):
         where = select.args.get("where")
         if where is None or not _in_an_expression(select):
             continue
@@ -25,6 +34,7 @@ def factor_subquery_conditions(statement: exp.Expr) -> None:
         if any(new is not old for new, old in zip(rewritten, given, strict=True)):
             terms = [term for r in rewritten for term in conjuncts(r)]
             select.set("where", exp.Where(this=exp.and_(*terms)))
+    return expression
 
 
 def _in_an_expression(select: exp.Select) -> bool:

@@ -19,23 +19,21 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from .scopes import from_items, selects_inside_out, star_probe
+from ..context import Context
+from ..scopes import from_items, selects_inside_out, star_probe
 
 
-def expand_struct_stars(
-    statement: exp.Expr, schema: MappingSchema, catalog: str | None = None, db: str | None = None
-) -> None:
+def expand_struct_stars(expression: exp.Expr, context: Context) -> exp.Expr:
     """Write out, in place, every ``s.*`` and ``unnest(s)`` of a select list whose ``s`` is a
     STRUCT column of the ``FROM``.
 
-    >>> import sqlglot
-    >>> schema = MappingSchema({"t": {"id": "INT", "s": "STRUCT(a INT, b TEXT)"}})
-    >>> statement = sqlglot.parse_one("SELECT id, s.* FROM t", "duckdb")
-    >>> expand_struct_stars(statement, schema)
-    >>> print(statement.sql("duckdb"))
+    >>> from dbt_duckstream.compiler.pipeline import show
+    >>> tables = {"t": {"id": "INT", "s": "STRUCT(a INT, b TEXT)"}}
+    >>> print(show(expand_struct_stars, "SELECT id, s.* FROM t", tables=tables))
     SELECT id, STRUCT_EXTRACT(s, 'a') AS "a", STRUCT_EXTRACT(s, 'b') AS "b" FROM t
     """
-    for select in selects_inside_out(statement):
+    schema, catalog, db = context.schema, context.catalog or None, context.db or None
+    for select in selects_inside_out(expression):
         named = [_struct_named(p, select) for p in select.expressions]
         if not any(named):
             continue
@@ -56,6 +54,7 @@ def expand_struct_stars(
                 if field.lower() not in excluded
             )
         select.set("expressions", expressions)
+    return expression
 
 
 def _struct_named(projection: exp.Expr, select: exp.Select) -> str | None:

@@ -5,6 +5,7 @@ SQL is qualified, so that every column names its table and no ``*`` is left).
 * ``LATERAL unnest(o.tags)``, ``LATERAL generate_series(s.start, s.stop, INTERVAL 1 DAY)`` is
   the table function itself, a function of each row already (``unwrap_lateral_functions``,
   when the model is parsed, so that its columns are named as DuckDB names them).
+* A derived table marked LATERAL by ``mark_implicit_laterals``, before qualification.
 * ``LATERAL (SELECT o.a * 2 AS v)``, expressions without FROM, is one row per outer row:
   each ``x.v`` reads the expression itself.
 * ``LATERAL (SELECT count(*) AS n, sum(p.v) AS s FROM p WHERE p.k = o.id)``, aggregates
@@ -24,57 +25,24 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..errors import UnsupportedSQLError
-from .keyed import KEY, keyed_body
-from .scopes import sources
-from .validate import limit_value
+from ...errors import UnsupportedSQLError
+from ..context import Context
+from ..keyed import KEY, keyed_body
+from ..validate import limit_value
 
 
-def unwrap_lateral_functions(statement: exp.Expr) -> None:
-    """Replace, in place, each ``LATERAL f(...)`` FROM item that calls a table function by the
-    call as the item it is without the keyword (``unnest(...)``, or a table of the function):
-    DuckDB reads a table function of an earlier item's columns laterally either way.
+def decorrelate_laterals(expression: exp.Expr, context: Context) -> exp.Expr:
+    """Replace, in place, each LATERAL join item by what it stands for (module docstring).
 
-    >>> import sqlglot
-    >>> statement = sqlglot.parse_one(
-    ...     "SELECT * FROM s, LATERAL generate_series(s.a, s.b) AS d(day)", "duckdb"
-    ... )
-    >>> unwrap_lateral_functions(statement)
-    >>> statement.sql("duckdb")
-    'SELECT * FROM s, GENERATE_SERIES(s.a, s.b) AS d(day)'
+    >>> from dbt_duckstream.compiler.pipeline import show
+    >>> print(show(decorrelate_laterals,
+    ...     'SELECT "o"."id" AS "id", "x"."n" AS "n" FROM "o" AS "o", LATERAL (SELECT COUNT(*) '
+    ...     'AS "n" FROM "p" AS "p" WHERE "p"."k" = "o"."id") AS "x"'
+    ... ))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT "o"."id" AS "id", (SELECT COUNT(*) FROM "p" AS "p" WHERE "p"."k" = "o"."id") AS "n"
+    FROM "o" AS "o"
     """
-    for lateral in list(statement.find_all(exp.Lateral)):
-        call = lateral.this
-        if isinstance(call, exp.Subquery) or lateral.args.get("view"):
-            continue
-        item = call.copy() if isinstance(call, exp.Unnest) else exp.Table(this=call.copy())
-        item.set("alias", lateral.args.get("alias"))
-        lateral.replace(item)
-
-
-def mark_implicit_laterals(statement: exp.Expr) -> None:
-    """Wrap, in place, in LATERAL each derived table of a FROM clause that names an earlier
-    item of that clause (``FROM o, (SELECT ... WHERE p.k = o.id) AS x``): DuckDB reads it as
-    a LATERAL item, which the qualifier must know to resolve ``o.id``."""
-    for join in list(statement.find_all(exp.Join)):
-        item, outer = join.this, join.parent
-        if (
-            not isinstance(item, exp.Subquery)
-            or not item.alias
-            or not isinstance(outer, exp.Select)
-        ):
-            continue
-        inner = {name for select in item.find_all(exp.Select) for name in sources(select)}
-        named = {c.table for c in item.find_all(exp.Column) if c.table}
-        if (named - inner) & sources(outer):
-            alias = item.args["alias"].copy()
-            item.set("alias", None)
-            join.set("this", exp.Lateral(this=item.copy(), alias=alias))
-
-
-def rewrite_laterals(statement: exp.Expr) -> None:
-    """Replace, in place, each LATERAL join item by what it stands for (module docstring)."""
-    for lateral in reversed(list(statement.find_all(exp.Lateral))):
+    for lateral in reversed(list(expression.find_all(exp.Lateral))):
         join = lateral.parent
         if not isinstance(join, exp.Join) or not isinstance(join.parent, exp.Select):
             raise UnsupportedSQLError("LATERAL outside a join of a SELECT's FROM clause")
@@ -88,6 +56,7 @@ def rewrite_laterals(statement: exp.Expr) -> None:
             _substitute(join, lateral.alias, query)
         else:
             _decorrelate(join, lateral, query)
+    return expression
 
 
 def _one_row(query: exp.Select) -> bool:

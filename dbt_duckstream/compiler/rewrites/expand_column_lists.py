@@ -30,28 +30,27 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from ..errors import UnsupportedSQLError
-from ..sql import literal
-from .scopes import from_items, selects_inside_out, star_probe
+from ...errors import UnsupportedSQLError
+from ...sql import literal
+from ..context import Context
+from ..scopes import from_items, selects_inside_out, star_probe
 
 #: stands for an unpacked ``*COLUMNS(...)`` while the call around it is written out
 _UNPACKED = "__duckstream_unpacked"
 
 
-def expand_column_lists(
-    statement: exp.Expr, schema: MappingSchema, catalog: str | None = None, db: str | None = None
-) -> None:
+def expand_column_lists(expression: exp.Expr, context: Context) -> exp.Expr:
     """Write out, in place, every ``COLUMNS(...)`` of a select list or a ``WHERE``, the
-    tables it reads resolved in ``schema`` as in ``qualify`` (``catalog``, ``db``).
+    tables it reads resolved in the sources' columns as ``qualify`` resolves them.
 
-    >>> import sqlglot
-    >>> schema = MappingSchema({"t": {"id": "INT", "amount_a": "DOUBLE", "amount_b": "DOUBLE"}})
-    >>> statement = sqlglot.parse_one("SELECT id, sum(COLUMNS('amount_.*')) FROM t GROUP BY id")
-    >>> expand_column_lists(statement, schema)
-    >>> print(statement.sql("duckdb"))
+    >>> from dbt_duckstream.compiler.pipeline import show
+    >>> tables = {"t": {"id": "INT", "amount_a": "DOUBLE", "amount_b": "DOUBLE"}}
+    >>> print(show(expand_column_lists,
+    ...     "SELECT id, sum(COLUMNS('amount_.*')) FROM t GROUP BY id", tables=tables))
     SELECT id, SUM("amount_a") AS "amount_a", SUM("amount_b") AS "amount_b" FROM t GROUP BY id
     """
-    for select in selects_inside_out(statement):
+    schema, catalog, db = context.schema, context.catalog or None, context.db or None
+    for select in selects_inside_out(expression):
         if next(_column_lists(select), None) is None:
             continue
         available = _available_columns(select, schema, catalog, db)
@@ -66,6 +65,7 @@ def expand_column_lists(
         if where is not None and _own(where.this):
             copies = [c.unalias() for c in _copies(where.this, available)]
             where.set("this", exp.and_(*copies))
+    return expression
 
 
 def _column_lists(select: exp.Select) -> Iterator[exp.Columns]:

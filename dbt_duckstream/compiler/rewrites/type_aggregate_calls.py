@@ -14,8 +14,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from ..errors import UnsupportedSQLError
-from .validate import check_aggregate
+from ...errors import UnsupportedSQLError
+from ..context import Context
+from ..validate import check_aggregate
 
 
 @dataclass(frozen=True)
@@ -73,17 +74,21 @@ def _catalog() -> _Catalog:
     return _Catalog(frozenset(aggregates), order_dependent)
 
 
-def type_aggregate_calls(statement: exp.Expr) -> None:
+def type_aggregate_calls(expression: exp.Expr, context: Context) -> exp.Expr:
     """Turn, in place, calls of DuckDB aggregates that sqlglot left unknown into aggregate
     calls; ``mean(x)`` and ``count_star()`` become the ``avg(x)`` and ``count(*)`` they are.
 
-    >>> statement = sqlglot.parse_one("SELECT mean(v), product(v), upper(g) FROM r", "duckdb")
-    >>> type_aggregate_calls(statement)
+    >>> from dbt_duckstream.compiler.pipeline import show
+    >>> print(show(type_aggregate_calls, "SELECT mean(v), count_star(), product(v) FROM r"))
+    SELECT AVG(v), COUNT(*), PRODUCT(v) FROM r
+    >>> statement = type_aggregate_calls(
+    ...     sqlglot.parse_one("SELECT mean(v), product(v), upper(g) FROM r", "duckdb"), Context()
+    ... )
     >>> [type(e).__name__ for e in statement.expressions]
     ['Avg', 'AnonymousAggFunc', 'Upper']
     """
     catalog = _catalog()
-    for call in list(statement.find_all(exp.Anonymous)):
+    for call in list(expression.find_all(exp.Anonymous)):
         name = str(call.this).lower()
         if name not in catalog.aggregates:
             continue
@@ -100,43 +105,4 @@ def type_aggregate_calls(statement: exp.Expr) -> None:
             call.replace(exp.Count(this=exp.Star()))
         else:
             call.replace(exp.AnonymousAggFunc(this=call.this, expressions=arguments))
-
-
-def rewrite_within_group(statement: exp.Expr) -> exp.Expr:
-    """The standard ordered-set aggregates, ``percentile_cont(f) WITHIN GROUP (ORDER BY x)``
-    and the like, as the DuckDB calls they mean (``quantile_cont(x, f ORDER BY x)``), which
-    the compiler reads as any other aggregate; left as written, ``x`` sits outside the call.
-
-    >>> statement = sqlglot.parse_one(
-    ...     "SELECT g, percentile_cont(0.9) WITHIN GROUP (ORDER BY v DESC) FROM r GROUP BY g",
-    ...     "duckdb",
-    ... )
-    >>> rewrite_within_group(statement).sql("duckdb")
-    'SELECT g, QUANTILE_CONT(v, 0.9 ORDER BY v DESC) FROM r GROUP BY g'
-    >>> statement = sqlglot.parse_one(
-    ...     "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY v), "
-    ...     "mode() WITHIN GROUP (ORDER BY g) FROM r",
-    ...     "duckdb",
-    ... )
-    >>> rewrite_within_group(statement).sql("duckdb")
-    'SELECT QUANTILE_DISC(v, 0.5), MODE(g ORDER BY g) FROM r'
-    """
-
-    def as_call(node: exp.Expr) -> exp.Expr:
-        if not isinstance(node, exp.WithinGroup):
-            return node
-        call, keys = node.this, node.expression.expressions
-        if len(keys) == 1 and isinstance(call, (exp.PercentileCont, exp.PercentileDisc)):
-            ordered = keys[0]
-            fraction = (
-                call.this
-                if not ordered.args.get("desc")
-                else exp.Order(this=call.this, expressions=[ordered])
-            )
-            return type(call)(this=ordered.this.copy(), expression=fraction)
-        if len(keys) == 1 and isinstance(call, exp.Mode) and call.this is None:
-            return exp.Mode(this=exp.Order(this=keys[0].this.copy(), expressions=keys))
-        # any other: the DuckDB call sqlglot writes for it, read back
-        return sqlglot.parse_one(node.sql("duckdb"), read="duckdb")
-
-    return statement.transform(as_call, copy=False)
+    return expression

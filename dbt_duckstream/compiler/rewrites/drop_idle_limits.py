@@ -10,21 +10,20 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..errors import UnsupportedSQLError
-from .scopes import outside_subqueries
-from .validate import limit_value
-from .windows import is_window_function
+from ...errors import UnsupportedSQLError
+from ..context import Context
+from ..scopes import outside_subqueries
+from ..validate import limit_value
+from ..windows import is_window_function
 
 
-def drop_idle_limits(statement: exp.Expr) -> None:
+def drop_idle_limits(expression: exp.Expr, context: Context) -> exp.Expr:
     """Drop, in place, every LIMIT of one row or more, without OFFSET, over a SELECT that
     yields at most one row.
 
-    >>> import sqlglot
+    >>> from dbt_duckstream.compiler.pipeline import show
     >>> def dropped(sql):
-    ...     statement = sqlglot.parse_one(sql, read="duckdb")
-    ...     drop_idle_limits(statement)
-    ...     return statement.sql(dialect="duckdb")
+    ...     return show(drop_idle_limits, sql)
     >>> dropped("SELECT * FROM (SELECT sum(x) AS s FROM t) AS a, (SELECT 1 AS o) AS b LIMIT 100")
     'SELECT * FROM (SELECT SUM(x) AS s FROM t) AS a, (SELECT 1 AS o) AS b'
     >>> dropped("SELECT sum(x) FROM t GROUP BY y LIMIT 10")
@@ -34,12 +33,13 @@ def drop_idle_limits(statement: exp.Expr) -> None:
     >>> dropped("SELECT * FROM (SELECT sum(x) AS s FROM t) AS a LEFT JOIN u ON u.k = a.s LIMIT 3")
     'SELECT * FROM (SELECT SUM(x) AS s FROM t) AS a LEFT JOIN u ON u.k = a.s LIMIT 3'
     """
-    for select in list(statement.find_all(exp.Select)):
+    for select in list(expression.find_all(exp.Select)):
         if select.args.get("offset") is not None:
             continue
         limit = _constant_limit(select)
         if limit is not None and limit >= 1 and at_most_one_row(select, below_limit=True):
             select.set("limit", None)
+    return expression
 
 
 def at_most_one_row(query: exp.Expr, *, below_limit: bool = False) -> bool:

@@ -17,15 +17,26 @@ import itertools
 
 from sqlglot import exp
 
-from ..errors import UnsupportedSQLError
-from .keyed import KEY, keyed_body
-from .scopes import outer_columns
+from ...errors import UnsupportedSQLError
+from ..context import Context
+from ..keyed import KEY, keyed_body
+from ..scopes import outer_columns
 
 
-def rewrite_grouped_subqueries(statement: exp.Expr) -> None:
-    """Rewrite, in place, each correlated subquery in an expression that groups."""
+def key_grouped_subqueries(expression: exp.Expr, context: Context) -> exp.Expr:
+    """Rewrite, in place, each correlated subquery in an expression that groups.
+
+    >>> from dbt_duckstream.compiler.pipeline import show
+    >>> print(show(key_grouped_subqueries,
+    ...     'SELECT "c"."id" AS "id" FROM "c" AS "c" WHERE EXISTS(SELECT 1 FROM "o" AS "o" '
+    ...     'WHERE "o"."k" = "c"."id" GROUP BY "o"."k" HAVING SUM("o"."v") > 50)'
+    ... ))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT "c"."id" AS "id" FROM "c" AS "c" WHERE EXISTS(SELECT "_ivm_keyed0"."_ivm_v0" AS "1"
+    FROM (SELECT 1 AS "_ivm_v0", "o"."k" AS "_ivm_key0" FROM "o" AS "o" GROUP BY "o"."k",
+    "o"."k" HAVING SUM("o"."v") > 50) AS _ivm_keyed0 WHERE "_ivm_keyed0"."_ivm_key0" = "c"."id")
+    """
     names = (f"_ivm_keyed{i}" for i in itertools.count())
-    for query in reversed(list(statement.find_all(exp.Select))):
+    for query in reversed(list(expression.find_all(exp.Select))):
         holder = query.parent
         derived = isinstance(holder, exp.Subquery) and isinstance(
             holder.parent, exp.From | exp.Join
@@ -40,6 +51,7 @@ def rewrite_grouped_subqueries(statement: exp.Expr) -> None:
         if query.args.get("limit") is not None or query.args.get("offset") is not None:
             raise UnsupportedSQLError("LIMIT in a correlated subquery that groups")
         query.replace(_keyed(query, next(names)))
+    return expression
 
 
 def _keyed(query: exp.Select, alias: str) -> exp.Select:

@@ -12,53 +12,56 @@ an ``IN`` list its columns would depend on the data: refused.
 ``UNPIVOT t ON x, y INTO NAME k VALUE v`` is a ``UNION ALL`` of one branch per column, the
 column's name as ``k`` and its non-NULL values as ``v``, beside the columns it does not name.
 DuckDB spells the name as the source spells the column (``ON X`` of a column ``x`` gives
-``'x'``): ``pivots_rewritten`` reads a table's spelling from the catalog, before the model's
-SQL compiles; a CTE's or a subquery's is its select list as written.
+``'x'``): a table's spelling is the catalog's (``Catalog.spelling``); a CTE's or a subquery's
+is its select list as written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import sqlglot
 from sqlglot import exp
 
-from ..errors import UnsupportedSQLError
+from ...errors import UnsupportedSQLError
+from ...sql import TableRef
+from ..context import Context
 
 #: the names of a FROM item's columns as its source spells them, when they can be known
 Spelling = Callable[[exp.Expr], list[str] | None]
 
 
-def pivots_rewritten(sql: str, columns: Callable[[exp.Table], list[str] | None]) -> str:
-    """The model's SQL with its PIVOT and UNPIVOT statements rewritten, a table's columns
-    spelled by ``columns``; the SQL untouched when it has none."""
-    if "pivot" not in sql.lower():
-        return sql  # most models: not parsed a second time
-    statement = sqlglot.parse_one(sql, read="duckdb")
-    if statement.find(exp.Pivot) is None:
-        return sql
-    return rewrite_pivots(statement, spelling_from(statement, columns)).sql(dialect="duckdb")
+def expand_pivots(expression: exp.Expr, context: Context) -> exp.Expr:
+    """Each PIVOT and UNPIVOT replaced by its query (in place below the root; the root itself
+    is returned replaced when it is one), a table's columns spelled as ``context``'s catalog
+    spells them (as written in the ``ON`` list when it does not say).
 
+    >>> from dbt_duckstream.compiler.pipeline import show
+    >>> print(show(expand_pivots, "PIVOT t ON s IN ('a', 'b') USING sum(x) GROUP BY g"
+    ... ))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT g, SUM(x) FILTER(WHERE s IS NOT DISTINCT FROM 'a') AS "a", SUM(x) FILTER(WHERE s IS
+    NOT DISTINCT FROM 'b') AS "b" FROM t GROUP BY g
+    """
 
-def rewrite_pivots(statement: exp.Expr, spelling: Spelling | None = None) -> exp.Expr:
-    """The statement with each PIVOT and UNPIVOT statement replaced by its query (in place
-    below the root; the root itself is returned replaced when it is one). Without
-    ``spelling``, an UNPIVOT of a table names its columns as the ``ON`` list writes them."""
-    if spelling is None:
-        spelling = spelling_from(statement, lambda _: None)
-    for pivot in reversed(list(statement.find_all(exp.Pivot))):
+    def columns(table: exp.Table) -> list[str] | None:
+        ref = TableRef(table.catalog or context.catalog, table.db or context.db, table.name)
+        return context.lookup.spelling(ref)
+
+    if expression.find(exp.Pivot) is None:
+        return expression
+    spelling = spelling_from(expression, columns)
+    for pivot in reversed(list(expression.find_all(exp.Pivot))):
         holder = pivot.parent
         after = holder is not None and any(p is pivot for p in holder.args.get("pivots") or [])
         written = _statement_form(pivot, holder) if after and holder is not None else pivot
         query = _unpivoted(written, spelling) if written.args.get("unpivot") else _pivoted(written)
-        if pivot is statement:
+        if pivot is expression:
             return query
         if after and holder is not None:  # FROM t PIVOT (...) [AS p]
             alias = pivot.args.get("alias")
             holder.replace(exp.Subquery(this=query, alias=alias.copy() if alias else None))
         else:  # a CTE's body or a parenthesized FROM item
             pivot.replace(query)
-    return statement
+    return expression
 
 
 def _statement_form(pivot: exp.Pivot, source: exp.Expr) -> exp.Pivot:
