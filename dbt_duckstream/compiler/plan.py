@@ -16,13 +16,13 @@ from ..errors import UnsupportedSQLError
 from ..sql import TableRef, quote
 from .apply import Maintenance, delete_sql, deleted_by_key, insert_sql
 from .context import Catalog, MappingCatalog, Schema
+from .lowering.tree import build_tree
 from .operators import Aggregate, AsofJoin, Filter, Operator, Project, Scan
 from .operators.aggregate import key_name
 from .parse import parse_statement, parse_table
 from .pipeline import RESOLVED, WRITTEN, new_context, run
 from .render import MULT, Mode, RenderContext
 from .sources import pinned_sql, source_tables
-from .tree import build_tree
 
 #: bumped whenever generated SQL or state changes meaning: maintained tables then rebuild once
 PLAN_FORMAT = 3

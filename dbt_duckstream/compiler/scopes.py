@@ -1,5 +1,6 @@
 """Scopes of a parsed query: which SELECT defines a name, which columns reach outside a
-subquery, which nodes are a block's own. Shared by the rewrites and the lowering to operators."""
+subquery, which nodes are a block's own (not a subquery's, not a window's function). Shared
+by the rewrites and the lowering to operators."""
 
 from __future__ import annotations
 
@@ -132,3 +133,17 @@ def star_probe(select: exp.Select) -> exp.Select | None:
     if ctes:
         probe.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
     return probe
+
+
+#: nodes between a window's OVER and its function (``sum(x) FILTER (...) OVER``,
+#: ``lag(x IGNORE NULLS) OVER``)
+_WRAPPERS = (exp.Filter, exp.IgnoreNulls, exp.RespectNulls)
+
+
+def is_window_function(node: exp.Expr) -> bool:
+    """Whether ``node`` is the function a window applies (``sum`` in ``sum(x) OVER (...)``),
+    not an aggregate of the SELECT."""
+    child, parent = node, node.parent
+    while isinstance(parent, _WRAPPERS) and child.arg_key == "this":
+        child, parent = parent, parent.parent
+    return isinstance(parent, exp.Window) and child.arg_key == "this"

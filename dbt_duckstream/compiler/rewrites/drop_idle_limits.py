@@ -12,9 +12,8 @@ from sqlglot import exp
 
 from ...errors import UnsupportedSQLError
 from ..context import Context
-from ..scopes import outside_subqueries
+from ..scopes import is_window_function, outside_subqueries
 from ..validate import limit_value
-from ..windows import is_window_function
 
 
 def drop_idle_limits(expression: exp.Expr, context: Context) -> exp.Expr:

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
-from ..sql import expr_sql, quote, same_values
-from .operators.base import Operator
-from .render import MULT, RenderContext
+from ...sql import expr_sql, quote, same_values
+from ..render import MULT, RenderContext
+from .base import Operator
 
 
 def key_name(i: int) -> str:

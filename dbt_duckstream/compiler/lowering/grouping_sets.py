@@ -19,8 +19,8 @@ from itertools import combinations
 
 from sqlglot import exp
 
-from ..errors import UnsupportedSQLError
-from ..sql import expr_sql
+from ...errors import UnsupportedSQLError
+from ...sql import expr_sql
 
 #: the elements of a GROUP BY that make more than one grouping set
 _SET_NODES = (exp.GroupingSets, exp.Rollup, exp.Cube)

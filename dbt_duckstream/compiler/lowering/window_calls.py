@@ -12,12 +12,8 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from ..errors import UnsupportedSQLError
-from ..sql import expr_sql
-
-#: nodes between a window's OVER and its function (``sum(x) FILTER (...) OVER``,
-#: ``lag(x IGNORE NULLS) OVER``)
-_WRAPPERS = (exp.Filter, exp.IgnoreNulls, exp.RespectNulls)
+from ...errors import UnsupportedSQLError
+from ...sql import expr_sql
 
 
 def inline_named_windows(select: exp.Select) -> exp.Select:
@@ -51,15 +47,6 @@ def inline_named_windows(select: exp.Select) -> exp.Select:
         window.set("alias", None)
     select.set("windows", None)
     return select
-
-
-def is_window_function(node: exp.Expr) -> bool:
-    """Whether ``node`` is the function a window applies (``sum`` in ``sum(x) OVER (...)``),
-    not an aggregate of the SELECT."""
-    child, parent = node, node.parent
-    while isinstance(parent, _WRAPPERS) and child.arg_key == "this":
-        child, parent = parent, parent.parent
-    return isinstance(parent, exp.Window) and child.arg_key == "this"
 
 
 def window_calls(expressions: Iterable[exp.Expr | None]) -> list[exp.Window]:

@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ..errors import UnsupportedSQLError
-from ..sql import TableRef, expr_sql, unique_names
-from .context import Schema
-from .grouping import grouping_sets, grouping_value, has_grouping_sets
-from .operators import (
+from ...errors import UnsupportedSQLError
+from ...sql import TableRef, expr_sql, unique_names
+from ..context import Schema
+from ..operators import (
     SET_OPERATIONS,
     Aggregate,
     Constant,
@@ -37,19 +36,19 @@ from .operators import (
     UnionAll,
     Window,
 )
-from .operators.aggregate import agg_name, key_name
-from .operators.anti_join import anti_join
-from .operators.asof_join import asof_join, asof_left_join
-from .operators.base import number
-from .operators.outer_join import full_join, left_join, right_join
-from .operators.scan import check_row_identity
-from .operators.semi_join import semi_join
-from .scopes import has_subquery, outside_subqueries, owner, parenthesized
-from .subqueries import Subqueries, new_counter
-from .validate import check_aggregate, check_recursive_body, check_select, limit_value
-from .windows import (
+from ..operators.aggregate import agg_name, key_name
+from ..operators.anti_join import anti_join
+from ..operators.asof_join import asof_join, asof_left_join
+from ..operators.base import number
+from ..operators.outer_join import full_join, left_join, right_join
+from ..operators.scan import check_row_identity
+from ..operators.semi_join import semi_join
+from ..scopes import has_subquery, is_window_function, outside_subqueries, owner, parenthesized
+from ..validate import check_aggregate, check_recursive_body, check_select, limit_value
+from .grouping_sets import grouping_sets, grouping_value, has_grouping_sets
+from .subquery_joins import Subqueries, new_counter
+from .window_calls import (
     inline_named_windows,
-    is_window_function,
     partition_key,
     replace_calls,
     window_calls,
@@ -421,7 +420,7 @@ def _order_terms(node: exp.Expr, *, limited: bool) -> list[exp.Ordered]:
 
 def _outputs_named(expression: exp.Expr, outputs: dict[str, exp.Expr]) -> exp.Expr:
     """An ORDER BY or DISTINCT ON expression with the names of the block's outputs it uses
-    (left unqualified: ``qualify_sql`` has bound those that name an input column to it)
+    (left unqualified: ``bind_order_names`` has bound those that name an input column to it)
     replaced by the expressions they name (``ORDER BY CASE WHEN lvl = 0 THEN a END`` where
     ``lvl`` is selected)."""
 

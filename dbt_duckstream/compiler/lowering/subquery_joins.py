@@ -40,15 +40,15 @@ from typing import Protocol
 
 from sqlglot import exp
 
-from ..errors import UnsupportedSQLError
-from ..sql import conjuncts
-from .operators import Aggregate, Filter, JoinInput, Operator
-from .operators.anti_join import AntiJoin
-from .operators.mark_join import MarkJoin
-from .operators.membership import Membership, Quantifier
-from .operators.scalar_subquery import ScalarSubquery
-from .operators.semi_join import SemiJoin
-from .scopes import column_key, has_subquery, outer_columns, outside_subqueries, sources, within
+from ...errors import UnsupportedSQLError
+from ...sql import conjuncts
+from ..operators import Aggregate, Filter, JoinInput, Operator
+from ..operators.anti_join import AntiJoin
+from ..operators.mark_join import MarkJoin
+from ..operators.membership import Membership, Quantifier
+from ..operators.scalar_subquery import ScalarSubquery
+from ..operators.semi_join import SemiJoin
+from ..scopes import column_key, has_subquery, outer_columns, outside_subqueries, sources, within
 
 #: maps an expression over the outer query's columns to one over its relation's columns
 Mapper = Callable[[exp.Expr], exp.Expr]
