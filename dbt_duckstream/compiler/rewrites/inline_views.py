@@ -34,6 +34,13 @@ def inline_views(expression: exp.Expr, context: Context) -> exp.Expr:
     ...     catalog="lake", db="main"))
     SELECT s FROM (SELECT k, SUM(x) AS s FROM lake.main.t AS t GROUP BY k) AS v WHERE k > 1
     """
+    named = (
+        TableRef(t.catalog or context.catalog, t.db or context.db, t.name)
+        for t in expression.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier)
+    )
+    if not context.lookup.views(named):
+        return expression  # most models: no name (a CTE's either) is a view's, nothing copied
     statement = qualify_tables(expression.copy(), context.catalog, context.db)
     inlined = False
     for _ in range(MAX_DEPTH):
