@@ -56,7 +56,8 @@ WRITTEN: tuple[Rewrite, ...] = (
     # 4. Before dropping LIMITs: ``SELECT product(v) FROM t`` is one row only once
     #    ``product`` is known to aggregate.
     type_aggregate_calls,
-    # 5. Before dropping ORDER BY: a dropped LIMIT leaves an ORDER BY that picks no row.
+    # 5. Before dropping ORDER BY: a dropped LIMIT leaves an ORDER BY that picks no row
+    #    (TPC-DS q16, q61: one-row aggregates under ``ORDER BY ... LIMIT 100``).
     drop_idle_limits,
     # 6.-7. Subqueries the subquery rules decorrelate only when correlated by equalities:
     #    before qualification, which must resolve the derived table ``row_in_as_exists``
@@ -90,7 +91,8 @@ RESOLVED: tuple[Rewrite, ...] = (
     expand_struct_stars,
     # 16.-17. Marks qualification needs or loses: a derived table naming an earlier FROM
     #     item is LATERAL (the qualifier resolves ``o.id`` inside it only so), and which
-    #     ``ASOF ... USING`` column is the time (qualification writes ``=`` for every one).
+    #     ``ASOF ... USING`` column is the time (qualification writes ``=`` for every one, and
+    #     the join then has no inequality).
     mark_implicit_laterals,
     mark_asof_using,
     # 18. Every column names its table, every ``*`` written out: the rules below and the
@@ -105,7 +107,7 @@ RESOLVED: tuple[Rewrite, ...] = (
     #     subqueries, which would take a LATERAL body that groups for a correlated subquery.
     decorrelate_laterals,
     # 23. Last: a correlated subquery that groups, keyed by its correlation, then lowered
-    #     like any other (``subqueries``).
+    #     like any other (``lowering.subquery_joins``).
     key_grouped_subqueries,
 )
 
