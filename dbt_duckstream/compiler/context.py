@@ -2,8 +2,8 @@
 interface, and where its unqualified names resolve.
 
 The compiler asks the catalog four things and nothing else, so that it stays pure: the runtime
-binds the interface to a live connection (``runtime.catalog``), tests and the ``duckstream``
-command to a mapping of the sources' columns (``MappingCatalog``).
+binds the interface to a live connection (``runtime.run.LiveCatalog``), tests and the
+``duckstream`` command to a mapping of the sources' columns (``MappingCatalog``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ class Catalog(Protocol):
     """The facts about a model's catalog that compiling it needs."""
 
     def spelling(self, table: TableRef) -> list[str] | None:
-        """A table's column names as the catalog spells them; None for a name that is no
-        table (a CTE, a view not yet inlined is a table here)."""
+        """A table's or a view's column names as the catalog spells them; None for a name
+        that is neither (a CTE's)."""
         ...
 
     def views(self, tables: Iterable[TableRef]) -> dict[str, str]:
