@@ -186,7 +186,7 @@ def test_jaffle_shop_is_maintained_with_its_tests_passing(project: Project) -> N
 
 
 def test_marts_over_staging_views_are_maintained(as_shipped: Project) -> None:
-    """The marts read the tables below the views (``compiler/views.py``)."""
+    """The marts read the tables below the views (``compiler/rewrites/inline_views.py``)."""
     assert as_shipped.first_run is not None
     marts = ("customers", "orders")
     assert [as_shipped.first_run.strategies()[m] for m in marts] == ["initial", "initial"]

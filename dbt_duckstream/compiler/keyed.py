@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
 from ..sql import conjuncts
-from .subqueries import column_key, outer_columns, within
+from .scopes import column_key, outer_columns, within
 
 #: the column a keyed body adds for its i-th correlation key
 KEY = "_ivm_key{}"

@@ -15,12 +15,15 @@ from sqlglot import exp
 from ..errors import UnsupportedSQLError
 from ..sql import TableRef, quote
 from .apply import Maintenance, delete_sql, deleted_by_key, insert_sql
+from .context import Catalog, MappingCatalog, Schema
+from .lowering.tree import build_tree
 from .operators import Aggregate, AsofJoin, Filter, Operator, Project, Scan
 from .operators.aggregate import key_name
-from .parse import parse_table, pinned_sql, qualify_sql
+from .parse import parse_statement, parse_table
+from .pipeline import RESOLVED, WRITTEN, new_context, run
 from .render import MULT, Mode, RenderContext
+from .sources import pinned_sql, source_tables
 from .ties import Ties, find_ties
-from .tree import Schema, build_tree
 
 #: bumped whenever generated SQL or state changes meaning: maintained tables then rebuild once
 PLAN_FORMAT = 3
@@ -49,7 +52,7 @@ class IVMPlan:
     #: the snapshot of the model's catalog before its sources' schemas were read, when known:
     #: a change to them after it may be missing from the plan (``runtime.unchanged``)
     described_at: int | None = None
-    #: the views the model's SQL read, inlined (``views``): ``sql`` holds their definitions
+    #: the views the model's SQL read, inlined (``inline_views``): ``sql`` holds their definitions
     views: tuple[str, ...] = ()
 
     @property
@@ -234,22 +237,34 @@ def compile_ivm(
     sql: str,
     *,
     target: TableRef | str,
-    schema: Schema,
+    schema: Schema | Catalog,
     catalog: str,
     db: str = "main",
     output_columns: list[tuple[str, str]] | None = None,
 ) -> IVMPlan:
     """Compile model SQL into an ``IVMPlan``.
 
-    ``schema`` gives the columns of every source table (catalog -> schema -> table -> column ->
-    type); unqualified table names resolve to ``catalog``.``db``. ``output_columns`` (names and
-    types, as DuckDB describes the query) fixes the maintained table's exact column names and
-    types; without it the table is created from the plan's own query.
+    ``schema`` is the catalog the model lives in (``context.Catalog``), or the columns of
+    every source table (catalog -> schema -> table -> column -> type); unqualified table names
+    resolve to ``catalog``.``db``. ``output_columns`` (names and types, as DuckDB describes
+    the query) fixes the maintained table's exact column names and types (the catalog's
+    ``output`` when not given); without either the table is created from the plan's own query.
+    The SQL is parsed once, and goes through the rewrites' phases (``pipeline``).
     """
     if isinstance(target, str):
         target = parse_table(target, catalog, db)
-    qualified = qualify_sql(sql, schema=schema, catalog=catalog, db=db)
-    root = build_tree(qualified, schema)
+    lookup = MappingCatalog(schema) if isinstance(schema, dict) else schema
+    context = new_context(catalog, db, lookup)
+    statement = parse_statement(sql)
+    pivoted = statement.find(exp.Pivot) is not None
+    statement = run(WRITTEN, statement, context)
+    # the SQL the model stands for, as DuckDB runs it: as written unless rewritten for it
+    model_sql = statement.sql(dialect="duckdb") if pivoted or context.views else sql
+    tables = lookup.schema(source_tables(statement, catalog, db))
+    if output_columns is None:
+        output_columns = lookup.output(sql)
+    qualified = run(RESOLVED, statement, context.with_schema(tables))
+    root = build_tree(qualified, tables)
     for node in root.walk():
         if node.stored:
             node.state_table = state_table(target, node.node_id)
@@ -269,7 +284,7 @@ def compile_ivm(
     qualified_sql = qualified.sql(dialect="duckdb")
     digest = hashlib.sha256(f"{PLAN_FORMAT}\n{target.key}\n{qualified_sql}".encode()).hexdigest()
     return IVMPlan(
-        sql=sql,
+        sql=model_sql,
         target=target,
         root=root,
         columns=columns,
@@ -279,6 +294,7 @@ def compile_ivm(
         qualified_sql=qualified_sql,
         sources=tuple(sorted(root.sources(), key=lambda s: s.key)),
         default_schema=(catalog, db),
+        views=tuple(context.views),
     )
 
 

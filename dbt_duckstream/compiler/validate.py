@@ -6,39 +6,6 @@ from sqlglot import exp
 
 from ..errors import UnsupportedSQLError
 
-#: functions whose value changes from one evaluation to the next
-_NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (
-    exp.Rand,
-    exp.Randn,
-    exp.CurrentTimestamp,
-    exp.CurrentDate,
-    exp.CurrentTime,
-    exp.CurrentDatetime,
-    exp.Uuid,
-    exp.Localtime,
-    exp.Localtimestamp,
-)
-_NON_DETERMINISTIC_NAMES = frozenset(
-    {
-        "random",
-        "setseed",
-        "uuid",
-        "gen_random_uuid",
-        "uuidv4",
-        "uuidv7",
-        "now",
-        "get_current_time",
-        "get_current_timestamp",
-        "transaction_timestamp",
-        "current_localtime",
-        "current_localtimestamp",
-        "today",
-        "nextval",
-        "currval",
-        "txid_current",
-        "current_query",
-    }
-)
 #: aggregates whose result depends on the order rows arrive in (``mode`` breaks a tie
 #: between equally frequent values by the first read; the sketches of ``approx_quantile``
 #: and ``approx_top_k`` and the sample of ``reservoir_quantile`` differ with the order)
@@ -72,36 +39,6 @@ def function_name(node: exp.Expr) -> str:
     if isinstance(node, exp.Anonymous | exp.AnonymousAggFunc):
         return str(node.this).lower()
     return node.sql(dialect="duckdb").split("(")[0].strip().lower()
-
-
-def check_deterministic(expression: exp.Expr) -> None:
-    """Raise when the SQL calls a function whose value is not a function of its inputs, or
-    samples a table."""
-    for node in expression.walk():
-        if isinstance(node, exp.TableSample):
-            raise UnsupportedSQLError(
-                "a sample of a table (USING SAMPLE, TABLESAMPLE)",
-                "it picks other rows as the table changes, so the table could never equal a "
-                "recomputation; set ivm_fallback='rebuild' to rebuild the model every run",
-            )
-        is_named = isinstance(node, exp.Anonymous | exp.Func)
-        if isinstance(node, _NON_DETERMINISTIC_NODES) or (
-            is_named and function_name(node) in _NON_DETERMINISTIC_NAMES
-        ):
-            raise UnsupportedSQLError(
-                f"non-deterministic function {function_name(node)}()",
-                "its value changes between runs, so the table could never equal a "
-                "recomputation; set ivm_fallback='rebuild' to rebuild the model every run",
-            )
-
-
-def check_column_lists(expression: exp.Expr) -> None:
-    """Raise for DuckDB's ``COLUMNS(...)``, which stands for columns chosen when DuckDB binds
-    the query: the compiler must know every column an expression reads."""
-    for node in expression.find_all(exp.Columns):
-        raise UnsupportedSQLError(
-            f"{node.sql(dialect='duckdb')} expression", "name the columns it stands for"
-        )
 
 
 #: how the order-dependent aggregates are named in messages (sqlglot renames some)

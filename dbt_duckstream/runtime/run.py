@@ -10,25 +10,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 
 import duckdb
-from sqlglot import exp
 
-from ..compiler import (
-    STATE_PREFIX,
-    IVMPlan,
-    Maintenance,
-    Schema,
-    compile_ivm,
-    inline_views,
-    parse_table,
-    pivots_rewritten,
-    source_tables,
-)
+from ..compiler import STATE_PREFIX, IVMPlan, Maintenance, Schema, compile_ivm, parse_table
 from ..compiler.operators.scan import AMBIGUOUS_ROWIDS
 from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
@@ -112,9 +101,6 @@ def prepare(
 ) -> IVMPlan:
     """Compile model SQL against the live catalog: source schemas and exact output types."""
     target_ref = parse_table(target, catalog, db) if isinstance(target, str) else target
-    written = bare_statement(sql)
-    sql = pivots_rewritten(written, partial(_table_columns, con, catalog, db))
-    sql, views = inline_views(sql, catalog, db, partial(view_definitions, con))
     lakes = ducklake_catalogs(con)
     if target_ref.catalog not in lakes:
         raise ConfigurationError(
@@ -122,56 +108,72 @@ def prepare(
             "cursors commit as one snapshot: materialize it in the attached DuckLake "
             "(dbt: set the profile's database, or the model's database, to the DuckLake alias)"
         )
-    sources = source_tables(sql, catalog, db)
-    for source in sources:
-        if source.key.lower() == target_ref.key.lower():
-            raise UnsupportedSQLError(
-                f"a model that reads its own table {target_ref.key}",
-                "a run finds what changed in the sources itself: drop the filter on the model's "
-                "rows ({{ this }}, an is_incremental() block)",
-            )
-        if source.catalog not in lakes:
-            raise ConfigurationError(
-                f"source {source.key} is not in a DuckLake catalog: incremental maintenance "
-                "reads DuckLake's change feed, so attach the source's catalog with ducklake:"
-            )
-    described_at = latest_snapshot(con, target_ref.catalog)
-    ids = table_ids(con, sources)
-    schema: Schema = {}
-    for source in sources:
-        if ids[source.key] is None:
-            raise ConfigurationError(f"source table {source.key} does not exist")
-        schema.setdefault(source.catalog, {}).setdefault(source.schema, {})[source.name] = dict(
-            describe(con, source.sql())
-        )
-    with using(con, catalog, db):
+    live = LiveCatalog(con, target_ref, catalog, db, lakes)
+    plan = compile_ivm(bare_statement(sql), target=target_ref, schema=live, catalog=catalog, db=db)
+    return replace(plan, described_at=live.described_at)
+
+
+@dataclass
+class LiveCatalog:
+    """The catalog a model compiles against (``compiler.Catalog``), read from a connection:
+    its sources checked to be DuckLake tables other than the model's own."""
+
+    con: duckdb.DuckDBPyConnection
+    target: TableRef
+    catalog: str
+    db: str
+    lakes: set[str]
+    #: the target catalog's snapshot before the sources' schemas were read (``schema``)
+    described_at: int | None = None
+
+    def spelling(self, table: TableRef) -> list[str] | None:
         try:
-            output = stored_columns(con, written)  # as DuckDB binds it, PIVOT included
-        except duckdb.Error as error:
-            raise ConfigurationError(
-                f"the SQL of model {target_ref.key} does not bind against its sources ({error}); "
-                "if a source's columns changed, update the model to match"
-            ) from error
-    if any(name.lower() == "rowid" for name, _ in output):
-        raise UnsupportedSQLError(
-            "a model column named rowid",
-            "it would hide the row ids that maintenance deletes by; rename the column",
-        )
-    plan = compile_ivm(
-        sql, target=target_ref, schema=schema, catalog=catalog, db=db, output_columns=output
-    )
-    return replace(plan, described_at=described_at, views=views)
+            return [name for name, _ in describe(self.con, table.sql())]
+        except duckdb.Error:
+            return None
 
+    def views(self, tables: Iterable[TableRef]) -> dict[str, str]:
+        return view_definitions(self.con, tables)
 
-def _table_columns(
-    con: duckdb.DuckDBPyConnection, catalog: str, db: str, table: exp.Table
-) -> list[str] | None:
-    """A table's columns as its catalog spells them; None for a name that is no table."""
-    ref = TableRef(table.catalog or catalog, table.db or db, table.name)
-    try:
-        return [name for name, _ in describe(con, ref.sql())]
-    except duckdb.Error:
-        return None
+    def schema(self, sources: Sequence[TableRef]) -> Schema:
+        for source in sources:
+            if source.key.lower() == self.target.key.lower():
+                raise UnsupportedSQLError(
+                    f"a model that reads its own table {self.target.key}",
+                    "a run finds what changed in the sources itself: drop the filter on the "
+                    "model's rows ({{ this }}, an is_incremental() block)",
+                )
+            if source.catalog not in self.lakes:
+                raise ConfigurationError(
+                    f"source {source.key} is not in a DuckLake catalog: incremental maintenance "
+                    "reads DuckLake's change feed, so attach the source's catalog with ducklake:"
+                )
+        self.described_at = latest_snapshot(self.con, self.target.catalog)
+        ids = table_ids(self.con, list(sources))
+        schema: Schema = {}
+        for source in sources:
+            if ids[source.key] is None:
+                raise ConfigurationError(f"source table {source.key} does not exist")
+            schema.setdefault(source.catalog, {}).setdefault(source.schema, {})[source.name] = dict(
+                describe(self.con, source.sql())
+            )
+        return schema
+
+    def output(self, sql: str) -> list[tuple[str, str]]:
+        with using(self.con, self.catalog, self.db):
+            try:
+                output = stored_columns(self.con, sql)  # as DuckDB binds it, PIVOT included
+            except duckdb.Error as error:
+                raise ConfigurationError(
+                    f"the SQL of model {self.target.key} does not bind against its sources "
+                    f"({error}); if a source's columns changed, update the model to match"
+                ) from error
+        if any(name.lower() == "rowid" for name, _ in output):
+            raise UnsupportedSQLError(
+                "a model column named rowid",
+                "it would hide the row ids that maintenance deletes by; rename the column",
+            )
+        return output
 
 
 @contextmanager

@@ -44,10 +44,10 @@ from sqlglot import exp
 from ...errors import UnsupportedSQLError
 from ...sql import column_list, conjuncts, expr_sql, quote, same_values
 from ..render import Mode, RenderContext, Side
-from ..touched import key_name
 from .base import DeltaReads, Operator, RowsOf
 from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
 from .stored import build_state, consolidated, replace_stored, retract_assert
+from .touched import key_name
 
 #: the columns of the touched relation besides the keys: a time, and whether it is a changed
 #: left row's own (a point) or the bound of the times a changed right row reaches (a range)

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 from ...sql import quote
 from ..render import MULT, RenderContext, Side
-from ..touched import AFTER, BEFORE
 from .join import input_name
 from .membership import MembershipJoin
+from .touched import AFTER, BEFORE
 
 
 @dataclass(eq=False)

@@ -24,9 +24,9 @@ from sqlglot import exp
 
 from ...sql import column_list, expr_sql
 from ..render import RenderContext, Side
-from ..touched import flipped_rows
 from .base import Operator
 from .join import JoinInput, bind_columns, equated_columns, input_name
+from .touched import flipped_rows
 
 Quantifier = Literal["exists", "any", "all"]
 

@@ -51,9 +51,9 @@ from sqlglot import exp
 
 from ...sql import expr_sql
 from ..render import MULT, RenderContext, Side
-from ..touched import AFTER, flipped_rows
 from .base import DeltaReads, Operator, RowsOf
 from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
+from .touched import AFTER, flipped_rows
 
 
 @dataclass(eq=False)

@@ -45,9 +45,9 @@ from sqlglot import exp
 
 from ...sql import expr_sql, quote
 from ..render import MULT, RenderContext, Side
-from ..touched import key_name, touched_keys
 from .base import DeltaReads, Operator, RowsOf
 from .join import JoinInput, TwoInputs, bind_columns, input_name, join_select_list
+from .touched import key_name, touched_keys
 
 
 @dataclass(eq=False)

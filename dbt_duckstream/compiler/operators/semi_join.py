@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from ..render import MULT, RenderContext, Side
-from ..touched import AFTER
 from .join import JoinInput, input_name
 from .membership import Membership, MembershipJoin
+from .touched import AFTER
 
 
 @dataclass(eq=False)

@@ -48,9 +48,9 @@ from sqlglot import exp
 
 from ...sql import expr_sql, quote
 from ..render import Mode, RenderContext, Side
-from ..touched import key_scoped_delta, restrict, touched_keys
 from .base import DeltaReads, Operator, RowsOf
 from .stored import build_state, consolidated, replace_stored, retract_assert
+from .touched import key_scoped_delta, restrict, touched_keys
 
 #: window functions whose value is a function of the partition's rows alone, whatever the
 #: order rows are read in and however ties fall

@@ -44,9 +44,9 @@ from sqlglot import exp
 
 from ....sql import TableRef, column_list, expr_sql, keyed_join, quote, same_key, same_values
 from ...render import MULT, Mode, RenderContext, Side
-from ...touched import key_name as touched_key
-from ...touched import restrict, touched_keys
 from ..base import DeltaReads, Operator, RowsOf, narrowed
+from ..touched import key_name as touched_key
+from ..touched import restrict, touched_keys
 from .accumulators import ROW_COUNT, Accumulator, accumulator_for
 
 
