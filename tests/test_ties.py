@@ -96,6 +96,8 @@ def test_cuts_inside_a_tie() -> None:
         "SELECT id FROM orders QUALIFY lag(amount) OVER (PARTITION BY customer ORDER BY day) > 1",
         "SELECT id FROM orders QUALIFY row_number() OVER (PARTITION BY customer ORDER BY day) "
         "= 1 AND amount > 0",
+        "SELECT customer, day, lag(amount) OVER (PARTITION BY customer ORDER BY day) "
+        "+ lead(amount) OVER (PARTITION BY customer ORDER BY amount) AS mixed FROM orders",
     ],
 )
 def test_ties_whose_values_reach_the_output_otherwise_are_unresolved(sql: str) -> None:

@@ -31,6 +31,7 @@ position: rn, ties on (g, v)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -191,10 +192,8 @@ def _covers(terms: list[exp.Expr], columns: tuple[str, ...]) -> bool:
     return set(columns) <= named
 
 
-def _shown(call: exp.Expr | str) -> str:
+def _shown(call: exp.Expr) -> str:
     """``call`` as the model wrote it: its columns without the compiler's table prefix."""
-    if isinstance(call, str):
-        return call
 
     def bare(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table:
@@ -381,4 +380,7 @@ def find_ties(root: Operator, columns: tuple[str, ...]) -> Ties:
     cuts = [t for t in found if t.kind == CUT]
     if cuts and len(found) > 1:  # a cut changes which rows the other ties number
         unresolved += [t.call for t in found]
+    shared = [c for c, n in Counter(c for t in found for c in t.columns).items() if n > 1]
+    if shared:  # a value computed from two ties' (``lag(x) + row_number()``): neither fixes it
+        unresolved += [t.call for t in found if set(t.columns) & set(shared)]
     return Ties(tuple(found), tuple(dict.fromkeys(unresolved)))
