@@ -212,3 +212,20 @@ def test_which_positions_a_cut_keeps(predicate: str, span: str | None) -> None:
     sql = "SELECT id, customer, day, row_number() OVER (PARTITION BY customer ORDER BY day) AS n "
     sql += f"FROM orders QUALIFY {predicate}"
     assert [t.span for t in plan(sql).ties.found] == [span]
+
+
+def test_a_model_whose_every_column_is_tied_still_compares_its_row_count() -> None:
+    """nth_value over keys that are not output leaves no column to compare: the bag's size
+    still is (a fuzz model, ``SELECT nth_value(...) OVER (ORDER BY ...) AS c0 FROM r``)."""
+    from dbt_duckstream.compiler.ties import Tie, Ties
+    from dbt_duckstream.runtime.consistency import differences_sql
+
+    tie = Tie("value", "nth_value(x, 2) OVER (ORDER BY k)", ("c0",), (), False, 0, (), None)
+    ties = Ties(found=(tie,), unresolved=())
+    con = duckdb.connect()
+    con.execute("CREATE TABLE m AS SELECT * FROM (VALUES (1), (2)) AS v(c0)")
+    columns = [("c0", "INTEGER")]
+    same = differences_sql("m", "SELECT * FROM (VALUES (2), (1)) AS v(c0)", columns, ties)
+    assert con.execute(same).fetchall() == []
+    fewer = differences_sql("m", "SELECT * FROM (VALUES (2)) AS v(c0)", columns, ties)
+    assert len(con.execute(fewer).fetchall()) == 2

@@ -107,8 +107,9 @@ def tie_aware_sql(table: str, query: str, columns: list[tuple[str, str]], ties: 
     cut = any(tie.kind == CUT for tie in ties.found)
     parts: list[tuple[str, str, str, list[str]]] = []
     rest = [c for c, _ in columns if c not in tied]
-    if rest and not cut:
-        parts.append(("row", "model_rows", "recomputed_rows", rest))
+    if not cut:
+        # every column tied: the row counts still compare (a bag's size is fixed)
+        parts.append(("row" if rest else "rows", "model_rows", "recomputed_rows", rest))
     for tie in ties.found:
         compared = list(dict.fromkeys([*tie.keys, *tie.columns]))
         label = f"{tie.kind} {', '.join(tie.columns) or 'rows'} per ({', '.join(tie.keys)})"
