@@ -677,7 +677,9 @@ def test_a_join_estimate_counts_the_files_the_delta_keys_can_meet(lake, inlined)
     lake.execute("INSERT INTO facts SELECT i * 3_000, i FROM range(10) AS r(i)")  # every file
     lake.execute("COMMIT")
     spread = m.refresh(rebuild_above=1.0)
-    assert _estimated_share(spread.reason) >= 5, spread.reason
+    # dims's one file is met: every row of it probed, the row groups holding a key read whole
+    # (``costs.probed_rows``): half its rows as a rebuild reads them, beside the model's rows
+    assert _estimated_share(spread.reason) >= 2, spread.reason
     m.assert_consistent()
 
 
