@@ -751,6 +751,30 @@ def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     m.assert_consistent()
 
 
+def test_a_model_that_usually_maintains_keeps_its_state_through_a_rebuild_for_cost(lake):
+    """A rebuild chosen for cost refills a model that mostly rebuilds, and drops its state;
+    a model that mostly maintains builds its state too, so its next small batch maintains
+    instead of building the state whole."""
+    lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000) AS r(i)")
+    m = Model(lake, "per_key", "SELECT k, sum(v) AS total FROM big GROUP BY k")
+    assert m.refresh().strategy == "initial"
+    for batch in range(3):
+        lake.execute(f"INSERT INTO big VALUES ({batch}, {200_000 + batch})")
+        assert m.refresh(rebuild_above=1.0).strategy == "incremental"
+    lake.execute("DELETE FROM big WHERE v % 7 = 0")  # pre-images from every row group
+    large = m.refresh(rebuild_above=1.0)
+    assert large.strategy == "rebuild", large.reason
+    assert "its state is built too" in large.reason, large.reason
+    (state,) = m.plan.state_tables
+    assert lake_module.table_id(lake, state) is not None
+    m.assert_consistent()
+    lake.execute("INSERT INTO big VALUES (3, 300000)")
+    small = m.refresh(rebuild_above=1.0)
+    assert small.strategy == "incremental", small.reason
+    m.assert_consistent()
+
+
 def test_status_lists_each_model_with_its_last_run_and_lag(model, lake):
     from dbt_duckstream.runtime.status import format_status, status
 
