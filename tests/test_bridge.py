@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from dbt_duckstream import bridge
+from dbt_duckstream.bridge import plugin as plugin_module
 from dbt_duckstream.bridge.plugin import take_turns
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime.lake import attach_lake, disabled_optimizers
@@ -257,6 +258,29 @@ def test_threads_sharing_the_instance_change_optimizers_only_while_none_plans(
             assert "error" not in call(lake, "duckstream_run", model(f"{name}_{number}", sql=sql))
             check = call(lake, "duckstream_consistency_sql", model(f"{name}_{number}"))["sql"]
             assert lake.execute(check).fetchall() == [], (name, number)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_under_dbt_the_statistics_optimizers_stay_off_whatever_the_threads(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite can leave a lake's column bounds wrong, and DuckDB's statistics optimizers
+    then prune rows that exist from any query (``test_regressions``): dbt's rebuilds, tests
+    and other materializations read the lake outside a run's blocks, so the plugin turns them
+    off for the whole process, with one thread as with several; only several threads wait for
+    each other to change the optimizers (``lake.share_instance``)."""
+    monkeypatch.setattr(lake_module, "_off_for_good", set())
+    monkeypatch.setattr(lake_module, "_shared", False)
+    monkeypatch.setattr(plugin_module, "dbt_threads", lambda: threads)
+    con = duckdb.connect()
+    try:
+        plugin_module.Plugin("duckstream", {}, None).configure_connection(con)
+        off = disabled_optimizers(con)
+        assert set(lake_module.STATISTICS_OPTIMIZERS) <= set(off), off
+        assert "join_filter_pushdown" not in off
+        assert lake_module._shared == (threads > 1)
+    finally:
+        con.close()
 
 
 def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:

@@ -32,7 +32,9 @@ from duckdb import DuckDBPyConnection
 from ..runtime.breakdown import enable_profiling
 from ..runtime.lake import (
     CATALOG_EXTENSIONS,
+    STATISTICS_OPTIMIZERS,
     catalog_defaults,
+    disable_for_good,
     load_ducklake,
     load_extension,
     share_instance,
@@ -119,10 +121,13 @@ class Plugin(BasePlugin):
     def configure_connection(self, conn: DuckDBPyConnection) -> None:
         self._complete_attachments()
         load_ducklake(conn)
+        # the statistics optimizers off for good: every feed read needs them off, and so
+        # does any query of a lake whose bounds a rewrite got wrong (dbt's rebuilds and tests)
+        disable_for_good(conn, STATISTICS_OPTIMIZERS)
         if dbt_threads() != 1:
-            # before dbt's threads start: none may change the instance's optimizers while
-            # another plans a query (``lake.share_instance``); with one thread nothing else
-            # plans
+            # before dbt's threads start: from now on a change of the instance's optimizers
+            # waits until no other thread plans a query (``lake.share_instance``); with one
+            # thread nothing else plans
             share_instance(conn)
         enable_profiling(conn)
         for extension in sorted(self._extensions()):
