@@ -104,8 +104,8 @@ def table_rows(situation: Situation) -> dict[str, int]:
 
 
 def large_tables(situation: Situation) -> frozenset[str]:
-    """The sources and state tables of at least ``LARGE_TABLE_ROWS`` rows."""
-    tables = [*situation.plan.sources, *situation.plan.state_tables]
+    """The sources, state tables and model of at least ``LARGE_TABLE_ROWS`` rows."""
+    tables = [*situation.plan.sources, *situation.plan.state_tables, situation.plan.target]
     return _large({t.key: situation.table_rows.get(t.key, 0) for t in tables})
 
 
