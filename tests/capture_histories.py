@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 from hypothesis import strategies as st
+from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from dbt_duckstream.runtime import captured
@@ -38,11 +39,13 @@ BASE = ("k", "v", "w")
 @dataclass
 class Lake:
     """A lake in a temporary directory, its catalog a SQLite file (several connections of one
-    process may attach it) or a DuckDB file (one at a time: ``connection`` closes after use)."""
+    process may attach it) or a DuckDB file (one at a time: ``connection`` closes after use).
+    With ``spark``, writes go through Spark's ``df.write.format("ducklake")``."""
 
     directory: Path
     catalog: str
     columns: list[str] = field(default_factory=lambda: list(BASE))
+    spark: SparkSession | None = None
 
     @property
     def options(self) -> dict[str, str]:
@@ -69,6 +72,10 @@ class Lake:
         arrow_types = {**ARROW_TYPES, "_op": pa.string()}
         schema = T.StructType([T.StructField(n, spark_types[n]) for n in names])
         options = {**self.options, **({"merge_on": merge_on} if merge_on else {})}
+        if self.spark is not None:
+            frame = self.spark.createDataFrame(rows, schema)
+            frame.write.format("ducklake").options(**options).mode(mode).save()
+            return
         writer = DuckLakeWriter(LakeOptions.parse(options), schema, mode == "overwrite")
         batch = pa.record_batch(
             [pa.array([r[i] for r in rows], type=arrow_types[n]) for i, n in enumerate(names)],
@@ -87,14 +94,16 @@ class Lake:
 
 
 @contextlib.contextmanager
-def fresh_lake(backend: str = "duckdb", inline_limit: int = 0) -> Iterator[Lake]:
+def fresh_lake(
+    backend: str = "duckdb", inline_limit: int = 0, spark: SparkSession | None = None
+) -> Iterator[Lake]:
     directory = Path(tempfile.mkdtemp(prefix="duckstream-capture-"))
     catalog = (
         f"sqlite:{directory / 'lake.sqlite'}"
         if backend == "sqlite"
         else str(directory / "lake.ducklake")
     )
-    lake = Lake(directory, catalog)
+    lake = Lake(directory, catalog, spark=spark)
     try:
         with lake.connection() as con:
             con.execute(f"CALL lake.set_option('data_inlining_row_limit', {inline_limit})")

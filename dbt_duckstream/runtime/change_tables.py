@@ -96,15 +96,15 @@ def capture(
 
 def _fit(con: duckdb.DuckDBPyConnection, target: TableRef, columns: dict[str, str]) -> bool:
     """Create the change table, or give it the source's new columns and widened types."""
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(target.catalog)}.{quote(target.schema)}")
-    existing = _columns(con, target)
-    if existing is None:
+    if not _exists(con, target):
         spec = ", ".join(
             [f"{quote(c)} BIGINT" for c in BOOKKEEPING]
             + [f"{quote(c)} {kind}" for c, kind in columns.items()]
         )
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(target.catalog)}.{quote(target.schema)}")
         con.execute(f"CREATE TABLE {target.sql()} ({spec})")
         return True
+    existing = dict(describe(con, target.sql()))
     changes = []
     for name, kind in columns.items():
         held = existing.get(name)
@@ -119,15 +119,20 @@ def _fit(con: duckdb.DuckDBPyConnection, target: TableRef, columns: dict[str, st
     return True
 
 
-def _columns(con: duckdb.DuckDBPyConnection, table: TableRef) -> dict[str, str] | None:
-    found = con.execute(
-        "SELECT count(*) FROM duckdb_tables() "
-        "WHERE database_name = ? AND schema_name = ? AND table_name = ?",
-        [table.catalog, table.schema, table.name],
+def _exists(con: duckdb.DuckDBPyConnection, table: TableRef) -> bool:
+    """Whether the lake's catalog holds ``table`` (a query of its metadata, 1 ms, where
+    ``duckdb_tables()`` lists every table of every attached database: 7-10 ms)."""
+    meta = metadata_catalog(table.catalog)
+    row = con.execute(
+        inlined(
+            f"SELECT count(*) FROM {meta}.ducklake_table AS t "
+            f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+            "WHERE s.schema_name = ? AND t.table_name = ? "
+            "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL",
+            [table.schema, table.name],
+        )
     ).fetchone()
-    if not found or not found[0]:
-        return None
-    return dict(describe(con, table.sql()))
+    return bool(row and row[0])
 
 
 def change_tables(con: duckdb.DuckDBPyConnection, catalog: str) -> list[TableRef]:
