@@ -27,6 +27,7 @@ from dbt_duckstream.spark.options import LakeOptions
 from dbt_duckstream.spark.writer import DuckLakeWriter
 from dbt_duckstream.sql import TableRef
 
+from .harness import expire_before
 from .test_preimages import bag_difference, definition_sql, exact_delta
 
 SOURCE = TableRef("lake", "raw", "t")
@@ -133,7 +134,7 @@ changes = st.lists(
 
 @dataclass(frozen=True)
 class Step:
-    kind: str  # append, overwrite, merge, sql, add_column, compact
+    kind: str  # append, overwrite, merge, sql, add_column, expire, compact
     rows: tuple = ()
     statements: tuple[str, ...] = ()
 
@@ -150,6 +151,15 @@ class Step:
             if "x" not in lake.columns:
                 lake.sql(["ALTER TABLE raw.t ADD COLUMN x BIGINT"])
                 lake.columns.append("x")
+        elif self.kind == "expire":
+            # every snapshot but the last two, and the rows captured in them
+            with lake.connection() as con:
+                (last,) = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()
+                (older,) = con.execute(
+                    f"SELECT count(*) FROM lake.snapshots() WHERE snapshot_id < {last - 1}"
+                ).fetchone()
+                if older:
+                    expire_before(con, last - 1)
         elif self.kind == "compact":
             with lake.connection() as con:
                 con.execute("CALL ducklake_flush_inlined_data('lake')")
@@ -186,27 +196,26 @@ steps = st.one_of(
     changes.map(lambda c: Step("merge", tuple(c))),
     changes.map(lambda c: Step("merge", tuple(c))),
     st.tuples(keys, keys).flatmap(lambda kj: _sql_steps(*kj)),
+    st.tuples(keys, keys).flatmap(lambda kj: _sql_steps(*kj)),
     st.just(Step("add_column")),
     st.just(Step("compact")),
+    st.just(Step("expire")),
 )
 #: histories start with an overwrite (the table's first load), then change it
 histories = st.tuples(rows.map(lambda r: Step("overwrite", tuple(r))), st.lists(steps, max_size=8))
 
 
 def play(lake: Lake, first: Step, history: list[Step]) -> list[int]:
-    """Apply the steps; the snapshots from the table's creation on."""
+    """Apply the steps; the live snapshots from the table's creation on."""
     first.apply(lake)
     for step in history:
         step.apply(lake)
     with lake.connection() as con:
-        created = con.execute(
-            "SELECT min(snapshot_id) FROM lake.snapshots() "
-            "WHERE list_contains(changes['tables_created'], 'raw.t')"
-        ).fetchone()
-        assert created is not None
+        # the snapshots left (an expiry leaves the table's creation behind)
         found = con.execute(
-            "SELECT snapshot_id FROM lake.snapshots() WHERE snapshot_id >= ? ORDER BY 1",
-            [created[0]],
+            "SELECT snapshot_id FROM lake.snapshots() WHERE snapshot_id >= coalesce(("
+            "SELECT min(snapshot_id) FROM lake.snapshots() "
+            "WHERE list_contains(changes['tables_created'], 'raw.t')), 0) ORDER BY 1"
         ).fetchall()
     return [int(s) for (s,) in found]
 

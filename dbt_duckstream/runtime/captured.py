@@ -11,8 +11,9 @@ in the source's change table; for those snapshots the minus side is a read of th
 there was not alive at ``old``, and a version's snapshots never overlap another's of its row.)
 The window's other snapshots that ended rows (a write by DuckDB SQL or another tool) are read
 from the data files (``preimages``, told to skip the captured snapshots), and the two are one
-bag. A window where the captures cannot be trusted, because the source's columns changed in it
-or the change table's files were rewritten in it, is read from the data files alone.
+bag. A window where the captures cannot be trusted, because a column read changed in it (its
+name or type) or the source's or the change table's files were reorganized in it, is read from
+the data files alone.
 
 Which snapshot captured what comes from DuckLake's snapshot metadata: a snapshot that
 inserted into the change table captured every row it ended.
@@ -33,12 +34,10 @@ from .lake import FLUSH, REWRITE, live_at, metadata_catalog, snapshot_changes
 #: what a snapshot does to a table when it ends rows, and when it adds rows
 ENDINGS = frozenset({"deleted_from_table", "inlined_delete"})
 INSERTIONS = frozenset({"inserted_into_table", "inlined_insert"})
-#: what makes the source's captures in a window unusable: its columns changed (captured rows
-#: may hold them under other names), or its files were reorganized (rows may change ids; the
-#: runtime reads such windows by rowid anyway)
-SOURCE_UNUSABLE = frozenset(
-    {"altered_table", "created_table", "compacted_table", "merge_adjacent", REWRITE, FLUSH}
-)
+#: what makes the source's captures in a window unusable: its files were reorganized (rows
+#: may change ids; the runtime reads such windows by rowid anyway); a change to a column
+#: read does too (``_columns_at``), but other columns come and go freely
+SOURCE_UNUSABLE = frozenset({"compacted_table", "merge_adjacent", REWRITE, FLUSH})
 #: a rewrite of the change table's files may give the rows it copies its own snapshot
 CHANGES_UNUSABLE = frozenset({"compacted_table", REWRITE})
 
@@ -86,9 +85,11 @@ def ended_rows(
             or (c.table_id == target_id and c.kind in CHANGES_UNUSABLE)
         }
     )
-    types = _types_at(con, table.catalog, table_id, old)
+    types, changed = _columns_at(con, table.catalog, table_id, old, new, columns)
     stored = _stored(con, target)
     missing = [c for c in columns if _match(c, types) is None or _match(c, stored) is None]
+    if changed:
+        unusable.append(f"a change to column {', '.join(changed)}")
     if unusable or missing or any(c.lower() == preimages.ROWID for c in columns):
         why = (
             f"{', '.join(unusable)} in the window"
@@ -165,18 +166,43 @@ def _table_id_at(con: duckdb.DuckDBPyConnection, table: TableRef, at: int) -> in
     return int(row[0]) if row else None
 
 
-def _types_at(
-    con: duckdb.DuckDBPyConnection, catalog: str, table_id: int, at: int
-) -> dict[str, str]:
-    """The source's columns at snapshot ``at`` with DuckLake's names of their types."""
+def _columns_at(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    table_id: int,
+    old: int,
+    new: int,
+    asked: Sequence[str],
+) -> tuple[dict[str, str], list[str]]:
+    """The source's columns at ``old`` with DuckLake's names of their types, and the asked
+    ones that changed (renamed, retyped, dropped) in ``(old, new]``: rows captured after such
+    a change hold them under another name or type."""
     rows = con.execute(
         inlined(
-            f"SELECT column_name, column_type FROM {metadata_catalog(catalog)}.ducklake_column "
-            f"WHERE table_id = ? AND parent_column IS NULL AND {live_at(at)}",
-            [table_id],
+            "SELECT column_id, column_name, column_type, begin_snapshot, end_snapshot "
+            f"FROM {metadata_catalog(catalog)}.ducklake_column "
+            "WHERE table_id = ? AND parent_column IS NULL AND begin_snapshot <= ? "
+            "AND (end_snapshot IS NULL OR end_snapshot > ?)",
+            [table_id, new, old],
         )
     ).fetchall()
-    return {str(name): str(kind) for name, kind in rows}
+    at_old = {
+        str(name): (int(cid), str(kind))
+        for cid, name, kind, begin, end in rows
+        if begin <= old and (end is None or end > old)
+    }
+    types = {name: kind for name, (_, kind) in at_old.items()}
+    ids = {
+        at_old[name][0]: asked_name for asked_name in asked if (name := _match(asked_name, types))
+    }
+    changed = sorted(
+        {
+            ids[int(cid)]
+            for cid, _, _, begin, end in rows
+            if int(cid) in ids and (begin > old or (end is not None and end <= new))
+        }
+    )
+    return types, changed
 
 
 def _stored(con: duckdb.DuckDBPyConnection, target: TableRef) -> dict[str, str]:
