@@ -291,3 +291,32 @@ def test_expiry_deletes_the_captured_rows_of_expired_snapshots():
             assert expire_captured_rows(con, "lake") == 0
             con.execute("CALL ducklake_cleanup_old_files('lake', cleanup_all => true)")
             assert con.execute(f"SELECT k FROM {CHANGES}").fetchall() == [(2,)]
+
+
+def test_a_widened_column_is_widened_in_the_change_table():
+    with fresh_lake() as lake:
+        lake.sql(["CREATE SCHEMA raw", "CREATE TABLE raw.t (k BIGINT, v VARCHAR, w FLOAT)"])
+        lake.sql(["INSERT INTO raw.t VALUES (1, 'a', 1.5), (2, 'b', 2.5)"])
+
+        def merge(w_type, arrow_type, key: int) -> None:
+            fields = [("k", T.LongType(), pa.int64()), ("v", T.StringType(), pa.string())]
+            fields += [("w", w_type, arrow_type), ("_op", T.StringType(), pa.string())]
+            schema = T.StructType([T.StructField(n, t) for n, t, _ in fields])
+            options = LakeOptions.parse({**lake.options, "merge_on": "k"})
+            writer = DuckLakeWriter(options, schema, overwrite=False)
+            values = [[key], ["c"], [0.25], ["upsert"]]
+            batch = pa.record_batch(
+                [pa.array(v, type=a) for v, (_, _, a) in zip(values, fields, strict=True)],
+                names=[n for n, _, _ in fields],
+            )
+            writer.commit([writer.write(iter([batch]))])
+
+        merge(T.FloatType(), pa.float32(), 1)
+        lake.sql(["ALTER TABLE raw.t ALTER w SET DATA TYPE DOUBLE"])
+        merge(T.DoubleType(), pa.float64(), 2)
+        with lake.connection() as con:
+            kinds = dict(
+                con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {CHANGES})").fetchall()
+            )
+        assert kinds["w"] == "DOUBLE"
+        assert captured_rows(lake, "k, v, w") == [(1, "a", 1.5), (2, "b", 2.5)]
