@@ -13,6 +13,7 @@ import duckdb
 from dbt_duckstream import RunResult, prepare, refresh
 from dbt_duckstream.compiler import IVMPlan
 from dbt_duckstream.compiler.ties import Ties
+from dbt_duckstream.runtime.change_tables import expire_captured_rows
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake, describe
 
@@ -139,9 +140,11 @@ def maintain_through(con: duckdb.DuckDBPyConnection, views: dict[str, str], wind
 
 
 def expire_before(con, snapshot_id: int, catalog: str = "lake") -> None:
-    """Expire every snapshot of ``catalog`` older than ``snapshot_id``."""
+    """Expire every snapshot of ``catalog`` older than ``snapshot_id``, and the rows the
+    Spark writer captured in them."""
     (versions,) = con.execute(
         f"SELECT list(snapshot_id) FROM ducklake_snapshots('{catalog}') "
         f"WHERE snapshot_id < {int(snapshot_id)}"
     ).fetchone()
     con.execute(f"CALL ducklake_expire_snapshots('{catalog}', versions => {versions})")
+    expire_captured_rows(con, catalog)  # as the lake's maintenance does (README, Compacting)

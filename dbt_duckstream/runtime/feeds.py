@@ -24,9 +24,10 @@ DuckDB lets one transaction write to one attached database only, so entries are 
 a run's own transaction begins; a run holds its entries (``held``) until it is done, and
 eviction passes them by.
 
-A window that ended row versions (deleted or updated rows) reads them from the data files that
-hold them, only the asked columns at the deleted positions (``preimages``); a layout that
-reader does not handle falls back to DuckLake's feed and time travel, and the entry keeps why.
+A window that ended row versions (deleted or updated rows) reads them from the pre-images its
+writers captured (``captured``), and the rest from the data files that hold them, only the
+asked columns at the deleted positions (``preimages``); a layout that reader does not handle
+falls back to DuckLake's feed and time travel, and the entry keeps why.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import duckdb
 
 from ..compiler.operators.scan import source_delta_sql
 from ..sql import BUILTIN, TableRef, inlined, quote
-from . import preimages
+from . import captured
 from .lake import lake_identity, metadata_catalog
 
 CACHE = "_duckstream_feeds"
@@ -90,6 +91,8 @@ class Feed:
     name: str
     #: why its ended rows were read by time travel instead of from their files ("" if not)
     time_travel: str = ""
+    #: where its ended rows were read when its source has captured pre-images ("" if not)
+    preimages: str = ""
 
     @property
     def relation(self) -> str:
@@ -167,13 +170,13 @@ def shared_feed(
             if same
             else _first_read_columns(con, request)
         )
-        sql, time_travel = _delta_sql(con, request, columns)
+        sql, time_travel, note = _delta_sql(con, request, columns)
         created = con.execute(f"CREATE TABLE {_relation(name)} AS {sql}").fetchone()
     except BaseException:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
-    feed = Feed(name, time_travel)
+    feed = Feed(name, time_travel, note)
     written = int(created[0]) if created else 0
     size = TABLE_BYTES + written * ROW_BYTES_PER_COLUMN * (len(columns) + 1)
     with _lock:
@@ -186,12 +189,14 @@ def shared_feed(
 
 def _delta_sql(
     con: duckdb.DuckDBPyConnection, request: FeedRequest, columns: tuple[str, ...]
-) -> tuple[str, str]:
-    """The request's delta of ``columns``, and why its ended rows are read by time travel
-    ("" when they are read from their files, or when the window ended none)."""
-    ended, time_travel = None, ""
+) -> tuple[str, str, str]:
+    """The request's delta of ``columns``, why its ended rows are read by time travel
+    ("" when they are read from their files, or when the window ended none), and where
+    captured pre-images served, or could not (``captured``; "" when the source has none)."""
+    ended, time_travel, note = None, "", ""
     if not (request.appended or request.reorganized or request.hides_snapshot_id):
-        rows = preimages.ended_rows(con, request.source, *request.window, columns)
+        read = captured.ended_rows(con, request.source, request.table_id, *request.window, columns)
+        rows, note = read.rows, read.note
         ended, time_travel = rows.sql, "" if rows.sql is not None else rows.reason
     sql = source_delta_sql(
         request.source,
@@ -205,7 +210,7 @@ def _delta_sql(
         # grouping by every column, and readers take them as they are (``Scan``)
         netted=False,
     )
-    return sql, time_travel
+    return sql, time_travel, note
 
 
 def _tick() -> int:

@@ -128,12 +128,16 @@ def ended_rows(
     old: int,
     new: int,
     columns: Sequence[str],
+    skip: frozenset[int] = frozenset(),
 ) -> EndedRows:
-    """``ended_rows_sql`` with the reason when unsupported, and what the query reads."""
+    """``ended_rows_sql`` with the reason when unsupported, and what the query reads.
+
+    ``skip``: snapshots of the window whose ended rows the caller reads elsewhere (captured
+    pre-images, ``captured``): rows whose version ended there are left out."""
     if old > new:
         raise ValueError(f"the window ({old}, {new}] is empty the wrong way round")
     try:
-        return _Reader(con, table, old, new, list(columns)).plan()
+        return _Reader(con, table, old, new, list(columns), skip).plan()
     except _Unsupported as unsupported:
         return EndedRows(None, str(unsupported))
 
@@ -202,9 +206,11 @@ class _Reader:
         old: int,
         new: int,
         columns: list[str],
+        skip: frozenset[int] = frozenset(),
     ) -> None:
         self.con, self.table, self.old, self.new = con, table, old, new
         self.asked = columns
+        self.skip = skip
         self.meta = metadata_catalog(table.catalog)
         self.mappings: dict[int, dict[int, str]] = {}
 
@@ -310,7 +316,7 @@ class _Reader:
             if name is None:
                 raise _Unsupported(f"{self.table.key} has no column {asked} at snapshot {self.old}")
             column_id, ducklake_type, initial_default = by_name[name]
-            duckdb_type = _duckdb_type(ducklake_type)
+            duckdb_type = duckdb_type_of(ducklake_type)
             if duckdb_type is None:
                 raise _Unsupported(f"column {asked} has type {ducklake_type}: not read here")
             found.append(_Column(asked, column_id, duckdb_type, initial_default))
@@ -394,7 +400,7 @@ class _Reader:
                     )
                 )
             if kind == "data":
-                ended_whole = b is not None and int(b) <= self.new
+                ended_whole = b is not None and int(b) <= self.new and int(b) not in self.skip
                 files.append(_DataFile(int(fid), self._resolve(path, rel), ended_whole, c, d, e))
             elif kind == "delete":
                 deletes.append(
@@ -449,7 +455,7 @@ class _Reader:
             if not d.candidate:
                 continue
             if d.path not in self.partial:
-                if self.old < d.begin <= self.new:
+                if self.old < d.begin <= self.new and d.begin not in self.skip:
                     maybe.add(d.data_file_id)
                 continue
             low, high = self.partial[d.path]
@@ -491,9 +497,13 @@ class _Reader:
         return [
             f"_ev(data_file_id, pos, snap) AS MATERIALIZED (\n  {events}\n)",
             "_ended AS (SELECT data_file_id, pos FROM _ev GROUP BY data_file_id, pos "
-            f"HAVING min(snap) > {self.old} AND min(snap) <= {self.new})",
+            f"HAVING min(snap) > {self.old} AND min(snap) <= {self.new}{self._kept('min(snap)')})",
             f"_gone AS (SELECT DISTINCT data_file_id, pos FROM _ev WHERE snap <= {self.old})",
         ]
+
+    def _kept(self, snapshot: str) -> str:
+        """A condition leaving out the skipped snapshots (empty when none is)."""
+        return f" AND {snapshot} NOT IN ({_ints(sorted(self.skip))})" if self.skip else ""
 
     def _file_reads(self, files: list[_DataFile]) -> list[str]:
         groups: dict[_Layout, list[_DataFile]] = defaultdict(list)
@@ -632,11 +642,11 @@ class _Reader:
         return (
             f"SELECT {', '.join(values)}\nFROM {self.meta}.{quote(name)}\n"
             f"WHERE begin_snapshot <= {self.old} AND end_snapshot > {self.old} "
-            f"AND end_snapshot <= {self.new}"
+            f"AND end_snapshot <= {self.new}{self._kept('end_snapshot')}"
         )
 
 
-def _duckdb_type(ducklake_type: str) -> str | None:
+def duckdb_type_of(ducklake_type: str) -> str | None:
     lowered = ducklake_type.strip().lower()
     if lowered.startswith("decimal(") and lowered.endswith(")"):
         return lowered.upper()

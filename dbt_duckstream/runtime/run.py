@@ -387,12 +387,19 @@ def _feed_requests(
 
 
 def _noting_time_travel(plan: IVMPlan, decision: Decision, entries: dict[str, Feed]) -> Decision:
-    """The decision, its reason saying which sources' ended rows were read by time travel
-    (whole data files) rather than from the positions deleted, and why."""
+    """The decision, its reason saying which sources' ended rows were read from captured
+    pre-images, and which by time travel (whole data files) rather than from the positions
+    deleted, and why."""
     notes = [
-        f"ended rows of {key} read by time travel ({entry.time_travel})"
+        note
         for key, entry in sorted(entries.items())
-        if entry.time_travel
+        for note in (
+            entry.preimages,
+            f"ended rows of {key} read by time travel ({entry.time_travel})"
+            if entry.time_travel
+            else "",
+        )
+        if note
     ]
     for note in notes:
         LOGGER.info("incremental_ivm %s: %s", plan.target.key, note)

@@ -19,7 +19,9 @@ class DuckLakeDataSource(DataSource):
     ``postgres:<dsn>``), ``data_path`` (needed when the lake is created), ``table``
     (``<schema>.<table>``), ``merge_on`` (key columns: the write becomes an upsert/delete
     merge), ``op_column`` (the change set's operation column, default ``_op``: insert, update,
-    upsert or delete), ``snapshot`` (read at that snapshot), ``partitions`` (read parallelism).
+    upsert or delete), ``capture_preimages`` (``true``, the default: a merge or an overwrite
+    records the rows it ends in the table's change table, ``runtime.change_tables``),
+    ``snapshot`` (read at that snapshot), ``partitions`` (read parallelism).
     """
 
     @classmethod

@@ -29,6 +29,8 @@ class LakeOptions:
     snapshot: int | None = None
     partitions: int | None = None
     storage: Storage = field(default_factory=Storage)
+    #: record the rows a merge or an overwrite ends in the table's change table
+    capture: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> LakeOptions:
@@ -55,6 +57,7 @@ class LakeOptions:
             snapshot=int(snapshot) if snapshot is not None else None,
             partitions=int(partitions) if partitions is not None else None,
             storage=Storage.parse(options),
+            capture=_flag(options.get("capture_preimages", "true"), "capture_preimages"),
         )
 
     def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -102,3 +105,10 @@ class LakeOptions:
             f"SELECT value FROM {ALIAS}.options() WHERE option_name = 'data_path'"
         ).fetchone()
         return str(row[0]) if row and row[0] else ""
+
+
+def _flag(value: str, name: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigurationError(f"option {name} must be true or false, not {value!r}")
+    return lowered == "true"

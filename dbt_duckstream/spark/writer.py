@@ -6,6 +6,10 @@ storage (``storage``). The driver then registers every file, replaces the table'
 applies the change set, in a single DuckLake transaction: one snapshot for the whole job, or,
 when anything fails, no snapshot and no files left behind. A commit that loses a race with
 another writer of the catalog (``dbt run``, another job) is retried whole (``retry``).
+
+A merge or an overwrite first copies the rows it will end into the table's change table, in
+the same transaction (``runtime.change_tables``): maintenance then reads a batch's minus side
+from there instead of the data files that held those rows. Appends copy nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from pyspark.sql.types import StructType
 
 from ..errors import ConfigurationError
 from ..retry import ducklake_paths, retrying
+from ..runtime.change_tables import capture
 from ..runtime.inlining import exact_floats, is_float_type, rounds_inlined_floats
-from ..runtime.lake import transaction
+from ..runtime.lake import table_id, transaction
 from ..sql import literal, quote
 from .options import LakeOptions
 from .types import duckdb_type
@@ -163,11 +168,14 @@ class DuckLakeWriter(DataSourceArrowWriter):
                 con.execute(f"CREATE TABLE {table.sql()} ({columns})")
             else:
                 check_schema(table.key, self.table_columns, existing)
-            if self.overwrite:
+            floats = any(is_float_type(kind) for kind in self.table_columns.values())
+            exact = floats and rounds_inlined_floats(ducklake_paths(con).get(table.catalog))
+            if self.overwrite and existing is not None:
+                self._capture(con, f"FROM {table.sql()} AS t", exact)
                 con.execute(f"DELETE FROM {table.sql()}")
             if self.merge:
                 if files:
-                    self._merge(con, files)
+                    self._merge(con, files, exact, existing is not None)
             elif files:
                 con.execute(
                     f"CALL ducklake_add_data_files({literal(table.catalog)}, "
@@ -183,8 +191,23 @@ class DuckLakeWriter(DataSourceArrowWriter):
         mode = "merge" if self.merge else "overwrite" if self.overwrite else "append"
         return f"spark {mode} into {self.options.table.key}: {files} files, job {self.job}"
 
-    def _merge(self, con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
-        """Upserts and deletes by key, as DuckLake updates (pre/post images) and deletes."""
+    def _capture(self, con: duckdb.DuckDBPyConnection, rows: str, exact: bool) -> None:
+        """Record the old values of the rows this job ends (``rows``: a query of the table as
+        ``t``) in the table's change table, before they end (``change_tables``)."""
+        table = self.options.table
+        if not self.options.capture:
+            return
+        source_id = table_id(con, table)
+        if source_id is None:
+            return
+        with exact_floats(con, exact):
+            capture(con, table, source_id, self.table_columns, rows)
+
+    def _merge(
+        self, con: duckdb.DuckDBPyConnection, files: list[str], exact: bool, existed: bool
+    ) -> None:
+        """Upserts and deletes by key, as DuckLake updates (pre/post images) and deletes; the
+        rows they end are captured first (every change set row ends the rows of its key)."""
         table = self.options.table.sql()
         keys = self.options.merge_on
         op = quote(self.op_column)
@@ -221,12 +244,16 @@ class DuckLakeWriter(DataSourceArrowWriter):
         values = ", ".join(f"c.{quote(c)}" for c in columns)
         upserts = f"(SELECT * FROM _duckstream_changes WHERE lower({op}) <> 'delete')"
         matched = f"WHEN MATCHED THEN UPDATE SET {assignments} " if assignments else ""
+        if existed:
+            # an upsert of a key-only row changes nothing: only deletes end such rows
+            ending = (
+                "_duckstream_changes"
+                if assignments
+                else f"(FROM _duckstream_changes WHERE lower({op}) = 'delete')"
+            )
+            self._capture(con, f"FROM {table} AS t SEMI JOIN {ending} AS c ON {on}", exact)
         # a small merge's rows would be inlined, its floats stored one bit off (``inlining``);
         # the table's column types are the DataFrame's (``check_schema``)
-        floats = any(is_float_type(kind) for kind in self.table_columns.values())
-        exact = floats and rounds_inlined_floats(
-            ducklake_paths(con).get(self.options.table.catalog)
-        )
         with exact_floats(con, exact):
             con.execute(
                 f"MERGE INTO {table} AS t USING {upserts} AS c ON {on} "
