@@ -55,14 +55,14 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
 import duckdb
 
-from .errors import ConcurrentRunError
+from .errors import ConcurrentRunError, ContendedCatalogError
 from .sql import BUILTIN
 
 LOGGER = logging.getLogger("dbt_duckstream")
@@ -135,20 +135,27 @@ def retrying(
     *,
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    catalogs: Mapping[str, str] | None = None,
 ) -> T:
     """Run ``unit``; when it fails with a lost commit race, wait and run it again.
 
     ``unit`` must be the whole unit of work, from its first read to its commit, and must leave
     nothing behind when it fails (one transaction). Each retry is logged at warning level on
-    the ``dbt_duckstream`` logger, naming ``what`` and the error; the last failure, or any
-    failure that is not a commit race, propagates unchanged.
+    the ``dbt_duckstream`` logger, naming ``what`` and the error; any failure that is not a
+    commit race propagates unchanged. So does the last one, unless ``catalogs`` (the catalogs
+    the unit writes, alias to location) are given: then it becomes a ``ContendedCatalogError``
+    that names them and says what to do (``contended``).
     """
     policy = policy or RetryPolicy.from_environment()
     for attempt in range(1, policy.attempts + 1):
         try:
             return unit()
         except Exception as error:
-            if attempt >= policy.attempts or not is_retryable(error):
+            if not is_retryable(error):
+                raise
+            if attempt >= policy.attempts:
+                if catalogs:
+                    raise contended(what, error, catalogs, policy.attempts) from error
                 raise
             wait = policy.delay(attempt - 1)
             LOGGER.warning(
@@ -161,6 +168,57 @@ def retrying(
             )
             sleep(wait)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+#: what to do about a catalog that other writers keep committing to, by its kind
+ADVICE = {
+    "SQLite": "a SQLite catalog commits one writer at a time and fails the others' commits, "
+    "and writers that do not use dbt-duckstream do not take turns with it: for concurrent "
+    "writers choose a PostgreSQL catalog (ducklake:postgres:...)",
+    "PostgreSQL": "commits to the same tables kept conflicting: let the other writers commit "
+    "in fewer, larger transactions, or run the models while they pause",
+    "DuckDB file": "a DuckDB-file catalog is locked by the one process that opened it for "
+    "writing: for several processes choose a PostgreSQL catalog (ducklake:postgres:...)",
+}
+
+
+def catalog_kind(location: str) -> str:
+    """What holds a DuckLake's catalog, from its location.
+
+    >>> catalog_kind("sqlite:/data/lake.sqlite"), catalog_kind("postgres:dbname=lake")
+    ('SQLite', 'PostgreSQL')
+    >>> catalog_kind("/data/lake.ducklake")
+    'DuckDB file'
+    """
+    location = location.removeprefix("ducklake:")
+    if location.startswith("sqlite:"):
+        return "SQLite"
+    if location.startswith(("postgres:", "postgresql:")):
+        return "PostgreSQL"
+    return "DuckDB file"
+
+
+def contended(
+    what: str, error: BaseException, catalogs: Mapping[str, str], attempts: int
+) -> ContendedCatalogError:
+    """The error of a unit that lost its commit on each of its ``attempts``: which catalog
+    was contended, what it said, and what to do."""
+    alias, location = sorted(catalogs.items())[0]
+    kind = catalog_kind(location)
+    if isinstance(error, ConcurrentRunError):
+        advice = "another run of the same model kept committing first: run each model from "
+        advice += "one place at a time"
+    else:
+        advice = ADVICE[kind]
+    where = location.removeprefix("ducklake:").split(":", 1)[-1] if kind != "PostgreSQL" else ""
+    named = f"the {kind} catalog {alias!r}" + (f" ({where})" if where else "")
+    return ContendedCatalogError(
+        f"{what} lost its commit to other writers of {named} on all {attempts} attempts "
+        f"({_first_line(error)}). What to do: {advice}; or allow more attempts with "
+        f"DUCKSTREAM_COMMIT_ATTEMPTS (now {attempts}).",
+        catalog=alias,
+        kind=kind,
+    )
 
 
 def _first_line(error: BaseException) -> str:

@@ -18,7 +18,7 @@ import duckdb
 
 from ..compiler import IVMPlan
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
-from ..retry import retrying
+from ..retry import ducklake_paths, retrying
 from ..sql import TableRef
 from . import plan_cache
 from .breakdown import phase, recording
@@ -89,6 +89,7 @@ def _run(
                 con, sql, target, catalog=target.catalog, db=target.schema, reason=reason
             ),
             f"incremental_ivm {target.key}",
+            catalogs={k: v for k, v in ducklake_paths(con).items() if k == target.catalog},
         )
     return refresh(
         con, plan, full_refresh=full_refresh, rebuild_above=rebuild_above, history=history

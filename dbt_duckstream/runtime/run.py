@@ -322,10 +322,11 @@ def refresh(
 
     paths = ducklake_paths(con)
     files, lake_path = sqlite_catalogs(con, paths), paths.get(plan.target.catalog)
+    written = {plan.target.catalog: lake_path} if lake_path else None
     # a run that loses a commit race to another writer (or to another run of the same model)
     # reruns whole: new pin, new decision
     with sound_optimizers(con, plan.sql), restored(con):
-        result = retrying(run, f"incremental_ivm {plan.target.key}")
+        result = retrying(run, f"incremental_ivm {plan.target.key}", catalogs=written)
     result.seconds = time.perf_counter() - started
     return result
 

@@ -1,0 +1,44 @@
+"""A catalog that other writers keep busy: a run that gives up says which catalog and what to
+do, and dbt reports it as a database error, not as a problem in the model's SQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from .lake_project import CatalogProject, seed
+
+pytestmark = pytest.mark.xdist_group("concurrency")
+
+
+def test_a_run_that_keeps_losing_its_commit_fails_as_a_database_error(tmp_path: Path) -> None:
+    """A writer that is not this package holds the SQLite catalog's write lock (as a long
+    ingestion transaction would) while a model has a change to maintain: every attempt loses
+    its commit, and the model fails naming the catalog, its kind and the way out."""
+    catalog = tmp_path / "lake.sqlite"
+    project = CatalogProject(tmp_path / "project", f"sqlite:{catalog}")
+    project.dbt("deps")
+    seed(project)
+    project.dbt("run", "--select", "stg_orders")
+    with project.connect() as con:
+        con.execute("INSERT INTO lake.raw.orders SELECT * FROM lake.raw.orders LIMIT 1")
+    project.env["DUCKSTREAM_COMMIT_ATTEMPTS"] = "2"
+    foreign = sqlite3.connect(catalog, isolation_level=None)
+    try:
+        foreign.execute("BEGIN IMMEDIATE")  # the catalog's write lock, held
+        run = project.dbt("run", "--select", "stg_orders", check=False)
+    finally:
+        foreign.execute("ROLLBACK")
+        foreign.close()
+    assert run.returncode != 0
+    assert "Database Error in model stg_orders" in run.output, run.output
+    assert "Compilation Error" not in run.output
+    for said in ("SQLite catalog 'lake'", "PostgreSQL", "DUCKSTREAM_COMMIT_ATTEMPTS (now 2)"):
+        assert said in run.output, run.output
+    # once the writer lets go, the next run maintains the change
+    project.env.pop("DUCKSTREAM_COMMIT_ATTEMPTS")
+    assert project.dbt("run", "--select", "stg_orders").models()["stg_orders"]["status"] == (
+        "success"
+    )
