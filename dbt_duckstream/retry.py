@@ -96,8 +96,16 @@ RETRYABLE_MESSAGES = (
 )
 
 
+def lost_commit(error: BaseException) -> bool:
+    """Whether ``error`` is a lost commit race that leaves what the unit computed before its
+    transaction right: any but another run of the same model committing first."""
+    return is_retryable(error) and not isinstance(error, ConcurrentRunError)
+
+
 def is_retryable(error: BaseException) -> bool:
     """Whether ``error`` is a lost commit race, which rerunning the whole unit can get past."""
+    if isinstance(error, ContendedCatalogError):
+        return False  # a unit inside this one gave up already
     if isinstance(error, ConcurrentRunError):
         return True
     message = str(error)
@@ -136,6 +144,7 @@ def retrying(
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
     catalogs: Mapping[str, str] | None = None,
+    redo: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Run ``unit``; when it fails with a lost commit race, wait and run it again.
 
@@ -144,14 +153,16 @@ def retrying(
     the ``dbt_duckstream`` logger, naming ``what`` and the error; any failure that is not a
     commit race propagates unchanged. So does the last one, unless ``catalogs`` (the catalogs
     the unit writes, alias to location) are given: then it becomes a ``ContendedCatalogError``
-    that names them and says what to do (``contended``).
+    that names them and says what to do (``contended``). ``redo``: which failures to retry
+    (by default ``is_retryable``); the others propagate.
     """
+    redo = redo or is_retryable
     policy = policy or RetryPolicy.from_environment()
     for attempt in range(1, policy.attempts + 1):
         try:
             return unit()
         except Exception as error:
-            if not is_retryable(error):
+            if not redo(error):
                 raise
             if attempt >= policy.attempts:
                 if catalogs:

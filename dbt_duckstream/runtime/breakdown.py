@@ -6,7 +6,12 @@ therefore times its phases, and says so in its summary (the dbt run line and
 ``adapter_response._message``)::
 
     ... snapshots lake 5->9; bind 0.1 ms, decide 2.1 ms, read 1.3 ms, delta 3.0 ms,
-    write 1.2 ms, commit 4.4 ms
+    write 1.2 ms, commit 4.4 ms, transaction 6.1 ms
+
+``transaction`` is the time the run's write transactions held the lake, from ``BEGIN`` to
+the end of ``COMMIT`` (it includes ``write`` and ``commit``): the window in which another
+writer's commit can make the run's commit fail. A run that lost commits says how many times
+it retried (``retries 2``).
 
 With ``DUCKSTREAM_PROFILE=1`` in the environment, the process also keeps DuckDB's query log
 in memory, and each run counts the statements it issued and, among them, the DuckLake
@@ -35,9 +40,9 @@ from dataclasses import dataclass, field
 import duckdb
 
 #: the phases of a run, in the order they happen
-PHASES = ("bind", "decide", "read", "delta", "write", "commit")
-#: counts a profiled run adds to its breakdown
-COUNTS = ("statements", "catalog")
+PHASES = ("bind", "decide", "read", "delta", "write", "commit", "transaction")
+#: counts a run adds to its breakdown: its retries, and, when profiled, its statements
+COUNTS = ("retries", "statements", "catalog")
 #: the environment variable that turns profiling on
 PROFILE = "DUCKSTREAM_PROFILE"
 #: what DuckLake's catalog queries name: its metadata database
@@ -101,6 +106,13 @@ def phase(name: str) -> Generator[None]:
         found = _current.get()
         if found is not None:
             found.add(name, time.perf_counter() - started)
+
+
+def tally(name: str, n: int = 1) -> None:
+    """Add ``n`` to the current run's count ``name``, if a run is being recorded."""
+    found = _current.get()
+    if found is not None:
+        found.counts[name] = found.counts.get(name, 0) + n
 
 
 def profiling() -> bool:

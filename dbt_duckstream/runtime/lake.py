@@ -143,6 +143,8 @@ def transaction(
     with ExitStack() as turns:
         turns.enter_context(sqlite_write_turn(con, files=sqlite))  # first, as every caller does
         turns.enter_context(LAKE.writing() if writes else LAKE.reading())
+        if writes:
+            turns.enter_context(phase("transaction"))  # its turns taken: its own length
         con.execute("BEGIN TRANSACTION")
         try:
             yield
