@@ -118,18 +118,27 @@ class RetryPolicy:
 
     The n-th wait is drawn uniformly from ``[0, min(max_delay, base_delay * 2**n)]``, so that
     processes that collided once do not collide again in lockstep. The defaults (8 runs, waits
-    of up to 0.1, 0.2, ... 3.2 s) give up after about 6 s of waiting on average.
+    of up to 0.1, 0.2, ... 3.2 s) give up after about 6 s of waiting on average. With
+    ``patience``, a unit keeps being retried past ``attempts`` until that many seconds have
+    passed since its first attempt: for a unit cheap to redo, beside a writer whose commits
+    leave it a chance now and then.
     """
 
     attempts: int = 8
     base_delay: float = 0.1
     max_delay: float = 5.0
+    patience: float = 0.0
 
     @classmethod
-    def from_environment(cls) -> RetryPolicy:
-        """``DUCKSTREAM_COMMIT_ATTEMPTS`` overrides the number of runs (1: never retry)."""
+    def from_environment(cls, patience: float = 0.0) -> RetryPolicy:
+        """``DUCKSTREAM_COMMIT_ATTEMPTS`` overrides the number of runs (1: never retry), and
+        ``DUCKSTREAM_COMMIT_WAIT`` the ``patience`` (seconds) given."""
         attempts = os.environ.get("DUCKSTREAM_COMMIT_ATTEMPTS")
-        return cls(attempts=max(1, int(attempts))) if attempts else cls()
+        wait = os.environ.get("DUCKSTREAM_COMMIT_WAIT")
+        return cls(
+            attempts=max(1, int(attempts)) if attempts else cls.attempts,
+            patience=max(0.0, float(wait)) if wait else patience,
+        )
 
     def delay(self, retry: int, rng: random.Random | None = None) -> float:
         """The wait before retry number ``retry`` (0 for the first retry)."""
@@ -158,27 +167,32 @@ def retrying(
     """
     redo = redo or is_retryable
     policy = policy or RetryPolicy.from_environment()
-    for attempt in range(1, policy.attempts + 1):
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return unit()
         except Exception as error:
             if not redo(error):
                 raise
-            if attempt >= policy.attempts:
+            waited = time.monotonic() - started
+            if attempt >= policy.attempts and waited >= policy.patience:
                 if catalogs:
-                    raise contended(what, error, catalogs, policy.attempts) from error
+                    raise contended(what, error, catalogs, attempt, waited, policy) from error
                 raise
-            wait = policy.delay(attempt - 1)
+            wait = policy.delay(min(attempt - 1, 16))
             LOGGER.warning(
-                "%s lost a commit race (attempt %d of %d), retrying in %.2fs: %s",
+                "%s lost a commit race (attempt %d of %s), retrying in %.2fs: %s",
                 what,
                 attempt,
-                policy.attempts,
+                f"{policy.attempts}, or more within {policy.patience:.0f}s"
+                if policy.patience
+                else policy.attempts,
                 wait,
                 _first_line(error),
             )
             sleep(wait)
-    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 #: what to do about a catalog that other writers keep committing to, by its kind
@@ -210,10 +224,16 @@ def catalog_kind(location: str) -> str:
 
 
 def contended(
-    what: str, error: BaseException, catalogs: Mapping[str, str], attempts: int
+    what: str,
+    error: BaseException,
+    catalogs: Mapping[str, str],
+    attempts: int,
+    seconds: float = 0.0,
+    policy: RetryPolicy | None = None,
 ) -> ContendedCatalogError:
-    """The error of a unit that lost its commit on each of its ``attempts``: which catalog
-    was contended, what it said, and what to do."""
+    """The error of a unit that lost its commit on each of its ``attempts`` (in ``seconds``,
+    under ``policy``): which catalog was contended, what it said, and what to do."""
+    policy = policy or RetryPolicy(attempts=attempts)
     alias, location = sorted(catalogs.items())[0]
     kind = catalog_kind(location)
     if isinstance(error, ConcurrentRunError):
@@ -224,9 +244,10 @@ def contended(
     where = location.removeprefix("ducklake:").split(":", 1)[-1] if kind != "PostgreSQL" else ""
     named = f"the {kind} catalog {alias!r}" + (f" ({where})" if where else "")
     return ContendedCatalogError(
-        f"{what} lost its commit to other writers of {named} on all {attempts} attempts "
-        f"({_first_line(error)}). What to do: {advice}; or allow more attempts with "
-        f"DUCKSTREAM_COMMIT_ATTEMPTS (now {attempts}).",
+        f"{what} lost its commit to other writers of {named} on all {attempts} attempts in "
+        f"{seconds:.0f}s ({_first_line(error)}). What to do: {advice}; or allow more attempts "
+        f"with DUCKSTREAM_COMMIT_ATTEMPTS (now {policy.attempts}) and a longer wait with "
+        f"DUCKSTREAM_COMMIT_WAIT (now {policy.patience:.0f} seconds).",
         catalog=alias,
         kind=kind,
     )

@@ -24,7 +24,7 @@ def test_a_run_that_keeps_losing_its_commit_fails_as_a_database_error(tmp_path: 
     project.dbt("run", "--select", "stg_orders")
     with project.connect() as con:
         con.execute("INSERT INTO lake.raw.orders SELECT * FROM lake.raw.orders LIMIT 1")
-    project.env["DUCKSTREAM_COMMIT_ATTEMPTS"] = "2"
+    project.env |= {"DUCKSTREAM_COMMIT_ATTEMPTS": "2", "DUCKSTREAM_COMMIT_WAIT": "1"}
     foreign = sqlite3.connect(catalog, isolation_level=None)
     try:
         foreign.execute("BEGIN IMMEDIATE")  # the catalog's write lock, held
@@ -35,10 +35,16 @@ def test_a_run_that_keeps_losing_its_commit_fails_as_a_database_error(tmp_path: 
     assert run.returncode != 0
     assert "Database Error in model stg_orders" in run.output, run.output
     assert "Compilation Error" not in run.output
-    for said in ("SQLite catalog 'lake'", "PostgreSQL", "DUCKSTREAM_COMMIT_ATTEMPTS (now 2)"):
+    for said in (
+        "SQLite catalog 'lake'",
+        "PostgreSQL",
+        "DUCKSTREAM_COMMIT_ATTEMPTS (now 2)",
+        "DUCKSTREAM_COMMIT_WAIT (now 1 seconds)",
+    ):
         assert said in run.output, run.output
     # once the writer lets go, the next run maintains the change
     project.env.pop("DUCKSTREAM_COMMIT_ATTEMPTS")
+    project.env.pop("DUCKSTREAM_COMMIT_WAIT")
     assert project.dbt("run", "--select", "stg_orders").models()["stg_orders"]["status"] == (
         "success"
     )

@@ -24,6 +24,7 @@ from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
 from ..retry import (
     LOGGER,
+    RetryPolicy,
     ducklake_paths,
     is_retryable,
     lost_commit,
@@ -341,6 +342,7 @@ def refresh(
                     f"incremental_ivm {plan.target.key} writing",
                     redo=partial(_counted, lost_commit),
                     catalogs=lake_catalog,
+                    policy=RetryPolicy.from_environment(patience=WRITE_PATIENCE),
                 )
             finally:
                 cleaned_up(con, computed)
@@ -361,6 +363,12 @@ def refresh(
         )
     result.seconds = time.perf_counter() - started
     return result
+
+
+#: how long a run keeps redoing a write that loses its commit to other writers (seconds;
+#: ``DUCKSTREAM_COMMIT_WAIT``): a write is cheap to redo, and beside a writer that commits
+#: several times a second on a SQLite catalog, most attempts lose (``retry``)
+WRITE_PATIENCE = 120.0
 
 
 def _counted(retryable: Callable[[BaseException], bool], error: BaseException) -> bool:
