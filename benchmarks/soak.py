@@ -48,10 +48,12 @@ MODELS = {
     "FROM orders",
 }
 
-#: DuckLake's maintenance, as the README recommends it: inlined rows to files, small files
-#: merged, snapshots older than every model's cursor expired, and their files deleted
+#: DuckLake's maintenance, as the README recommends it: inlined rows to files, files with
+#: many deleted rows rewritten, small files merged, snapshots older than every model's cursor
+#: expired, and their files deleted
 MAINTENANCE = (
     "CALL ducklake_flush_inlined_data('lake')",
+    "CALL ducklake_rewrite_data_files('lake')",
     "CALL ducklake_merge_adjacent_files('lake')",
     "CALL ducklake_expire_snapshots('lake', older_than => {older_than})",
     "CALL ducklake_cleanup_old_files('lake', cleanup_all => true)",
@@ -104,12 +106,18 @@ def connect(catalog: str, data_path: str) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def run_all(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, float]]:
-    """Each model's run, always maintained (never rebuilt for cost): its strategy and seconds."""
+def run_all(
+    con: duckdb.DuckDBPyConnection, phases: dict[str, float] | None = None
+) -> dict[str, tuple[str, float]]:
+    """Each model's run, always maintained (never rebuilt for cost): its strategy and seconds;
+    ``phases`` gains the milliseconds of each phase of the runs (``breakdown``)."""
     found = {}
     for name, sql in MODELS.items():
         result = run_model(con, sql, TableRef("lake", "main", name), rebuild_above=None)
         found[name] = (result.strategy, result.seconds)
+        for phase, ms in result.breakdown.ms.items():
+            if phases is not None:
+                phases[phase] = phases.get(phase, 0.0) + ms
     return found
 
 
@@ -162,6 +170,21 @@ class Soak:
     strategies: dict[str, int] = field(default_factory=dict)
     checks: int = 0
     maintenance_seconds: list[float] = field(default_factory=list)
+    #: each warm run's milliseconds per phase, its models together
+    phases: list[dict[str, float]] = field(default_factory=list)
+
+    def phase_change(self) -> str:
+        """Each phase's median at the start and at the end (first and last tenth)."""
+        tenth = max(1, len(self.phases) // 10)
+        names = sorted({p for found in self.phases for p in found})
+
+        def median(rows: list[dict[str, float]], name: str) -> float:
+            return statistics.median(r.get(name, 0.0) for r in rows) if rows else 0.0
+
+        return ", ".join(
+            f"{n} {median(self.phases[:tenth], n):.0f}->{median(self.phases[-tenth:], n):.0f} ms"
+            for n in names
+        )
 
     def summary(self) -> str:
         tenth = max(1, len(self.warm) // 10)
@@ -180,7 +203,8 @@ class Soak:
             f"({(c1 - c0) * per_k / 1e6:+.2f} MB per 1000 runs), data {d0 / 1e6:.2f} -> "
             f"{d1 / 1e6:.2f} MB ({(d1 - d0) * per_k / 1e6:+.2f} MB per 1000 runs), {s1} "
             f"snapshots kept; {self.checks} checks against the recomputation passed; "
-            f"strategies {dict(sorted(self.strategies.items()))}"
+            f"strategies {dict(sorted(self.strategies.items()))}; phases (every model, start->"
+            f"end) {self.phase_change()}"
         )
 
 
@@ -204,8 +228,10 @@ def soak(
     keep: int = 20,
     seed: int = 1,
     progress: bool = False,
+    out: Path | None = None,
 ) -> Soak:
-    """``runs`` maintenance runs on a new lake in ``directory``; raises when a check fails."""
+    """``runs`` maintenance runs on a new lake in ``directory``; raises when a check fails.
+    ``out``: where to write the report (JSON) at every check, so a soak cut short keeps it."""
     directory.mkdir(parents=True, exist_ok=True)
     catalog = catalog or str(directory / "lake.ducklake")
     data_path = str(directory / "data")
@@ -228,9 +254,10 @@ def soak(
             report.cold.append((i, sum(seconds for _, seconds in ran.values())))
             con = connect(catalog, data_path)
         else:
-            started = time.perf_counter()
-            ran = run_all(con)
+            started, phases = time.perf_counter(), {}
+            ran = run_all(con, phases)
             report.warm.append(time.perf_counter() - started)
+            report.phases.append(phases)
         for strategy, _ in ran.values():
             report.strategies[str(strategy)] = report.strategies.get(str(strategy), 0) + 1
         report.runs = i
@@ -244,6 +271,9 @@ def soak(
             check(con)
             report.checks += 1
             report.size.append((i, *sizes(directory, catalog), snapshots(con)))
+            if out is not None:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps({**asdict(report), "summary": report.summary()}))
             if progress:
                 w = statistics.median(report.warm[-check_every:] or [0.0])
                 print(
@@ -274,11 +304,9 @@ def main() -> None:
         maintain_every=args.maintain_every,
         check_every=args.check_every,
         progress=True,
+        out=args.out,
     )
     print(report.summary())
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({**asdict(report), "summary": report.summary()}))
 
 
 if __name__ == "__main__":
