@@ -18,7 +18,7 @@ import duckdb
 
 from ..compiler import IVMPlan
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
-from ..retry import ducklake_paths, retrying
+from ..retry import RetryPolicy, ducklake_paths, retrying
 from ..sql import TableRef
 from . import plan_cache
 from .breakdown import phase, recording
@@ -27,7 +27,7 @@ from .empty import without_empty_reads
 from .history import History
 from .history import read as read_history
 from .lake import table_ids
-from .run import RunResult, prepare, rebuild_unmaintainable, refresh, using
+from .run import WRITE_PATIENCE, RunResult, prepare, rebuild_unmaintainable, refresh, using
 from .turns import LAKE
 from .unchanged import known_unchanged
 
@@ -90,6 +90,7 @@ def _run(
             ),
             f"incremental_ivm {target.key}",
             catalogs={k: v for k, v in ducklake_paths(con).items() if k == target.catalog},
+            policy=RetryPolicy.from_environment(patience=WRITE_PATIENCE),
         )
     return refresh(
         con, plan, full_refresh=full_refresh, rebuild_above=rebuild_above, history=history

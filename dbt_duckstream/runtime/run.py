@@ -360,14 +360,16 @@ def refresh(
             f"incremental_ivm {plan.target.key}",
             catalogs=lake_catalog,
             redo=partial(_counted, is_retryable),
+            policy=RetryPolicy.from_environment(patience=WRITE_PATIENCE),
         )
     result.seconds = time.perf_counter() - started
     return result
 
 
-#: how long a run keeps redoing a write that loses its commit to other writers (seconds;
-#: ``DUCKSTREAM_COMMIT_WAIT``): a write is cheap to redo, and beside a writer that commits
-#: several times a second on a SQLite catalog, most attempts lose (``retry``)
+#: how long a run keeps redoing a write (or, for a build, the whole run) that loses its commit
+#: to other writers, in seconds (``DUCKSTREAM_COMMIT_WAIT``): beside a writer that commits
+#: several times a second on a SQLite catalog most attempts lose, and the run waits rather
+#: than fails, saying why at each retry (``retry``)
 WRITE_PATIENCE = 120.0
 
 
@@ -653,6 +655,7 @@ def rebuild_unmaintainable(
 
     One transaction, like a maintenance run: the table is replaced, and any cursors and state
     of an earlier maintainable version are dropped, so a later maintainable version starts over.
+    The rows are computed before it, into a temporary table, so that it only writes them.
     """
     started = time.perf_counter()
     sql = bare_statement(sql)
@@ -660,27 +663,33 @@ def rebuild_unmaintainable(
         raise ConfigurationError(f"model {target.key} must live in a DuckLake catalog")
     result = RunResult(target.key, Strategy.REBUILD, reason, {})
     runlog.ensure(con, target)
-    with transaction(con):
-        _drop_view_in_the_way(con, target)
-        con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
-        with using(con, catalog, db), sound_optimizers(con, sql):
-            row = con.execute(f"CREATE TABLE {target.sql()} AS {sql}").fetchone()
-        _drop_state_tables(con, target, keep=set())
-        result.rows_inserted = int(row[0]) if row else 0
-        result.seconds = time.perf_counter() - started
-        registered = runlog.RegisteredModel(sql, catalog, db, "rebuild")
-        runlog.append(
-            con,
-            target,
-            runlog.Entry(
-                result.strategy,
-                reason,
-                rows_inserted=result.rows_inserted,
-                seconds=result.seconds,
-                registered=registered,
-            ),
-        )
-        _label(con, target, result)
+    rows = f"temp.main.{quote(f'_ivm_{target.name}_rebuilt')}"
+    with phase("delta"), LAKE.reading(), using(con, catalog, db), sound_optimizers(con, sql):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {rows} AS {sql}")
+    try:
+        with transaction(con):
+            _drop_view_in_the_way(con, target)
+            con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
+            with phase("write"):
+                row = con.execute(f"CREATE TABLE {target.sql()} AS FROM {rows}").fetchone()
+            _drop_state_tables(con, target, keep=set())
+            result.rows_inserted = int(row[0]) if row else 0
+            result.seconds = time.perf_counter() - started
+            registered = runlog.RegisteredModel(sql, catalog, db, "rebuild")
+            runlog.append(
+                con,
+                target,
+                runlog.Entry(
+                    result.strategy,
+                    reason,
+                    rows_inserted=result.rows_inserted,
+                    seconds=result.seconds,
+                    registered=registered,
+                ),
+            )
+            _label(con, target, result)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {rows}")
     result.seconds = time.perf_counter() - started
     return result
 
