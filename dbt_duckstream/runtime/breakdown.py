@@ -40,9 +40,13 @@ from dataclasses import dataclass, field
 import duckdb
 
 #: the phases of a run, in the order they happen
-PHASES = ("bind", "decide", "read", "delta", "write", "commit", "transaction")
-#: counts a run adds to its breakdown: its retries, and, when profiled, its statements
-COUNTS = ("retries", "statements", "catalog")
+PHASES = ("bind", "decide", "read", "delta", "write", "commit")
+#: spans that enclose phases, reported beside them (never added to them)
+SPANS = ("transaction",)
+#: counts a profiled run adds to its breakdown
+COUNTS = ("statements", "catalog")
+#: counts any run adds when it has them
+TALLIES = ("retries",)
 #: the environment variable that turns profiling on
 PROFILE = "DUCKSTREAM_PROFILE"
 #: what DuckLake's catalog queries name: its metadata database
@@ -61,8 +65,10 @@ class Breakdown:
         self.ms[phase] = self.ms.get(phase, 0.0) + seconds * 1000
 
     def describe(self) -> str:
-        parts = [f"{name} {self.counts[name]}" for name in COUNTS if name in self.counts]
-        ordered = [p for p in PHASES if p in self.ms] + [p for p in self.ms if p not in PHASES]
+        counted = (*TALLIES, *COUNTS)
+        parts = [f"{name} {self.counts[name]}" for name in counted if name in self.counts]
+        listed = (*PHASES, *SPANS)
+        ordered = [p for p in listed if p in self.ms] + [p for p in self.ms if p not in listed]
         parts += [f"{phase} {self.ms[phase]:.1f} ms" for phase in ordered]
         return ", ".join(parts)
 
@@ -75,7 +81,7 @@ class Breakdown:
         only see dbt's run results)."""
         _, _, tail = summary.rpartition("; ")
         found = dict(_ENTRY.findall(tail))
-        known = set(PHASES) | set(COUNTS)
+        known = {*PHASES, *SPANS, *COUNTS, *TALLIES}
         return {k: float(v) for k, v in found.items() if k in known}
 
 
