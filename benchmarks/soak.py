@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import duckdb
 
+from dbt_duckstream.runtime.breakdown import PROFILE
 from dbt_duckstream.runtime.consistency import differences
 from dbt_duckstream.runtime.lake import attach_lake
 from dbt_duckstream.runtime.model_run import run_model
@@ -107,10 +109,13 @@ def connect(catalog: str, data_path: str) -> duckdb.DuckDBPyConnection:
 
 
 def run_all(
-    con: duckdb.DuckDBPyConnection, phases: dict[str, float] | None = None
+    con: duckdb.DuckDBPyConnection,
+    phases: dict[str, float] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> dict[str, tuple[str, float]]:
     """Each model's run, always maintained (never rebuilt for cost): its strategy and seconds;
-    ``phases`` gains the milliseconds of each phase of the runs (``breakdown``)."""
+    ``phases`` gains the milliseconds of each phase of the runs, ``counts`` the statements
+    they issued when profiled (``breakdown``)."""
     found = {}
     for name, sql in MODELS.items():
         result = run_model(con, sql, TableRef("lake", "main", name), rebuild_above=None)
@@ -118,6 +123,9 @@ def run_all(
         for phase, ms in result.breakdown.ms.items():
             if phases is not None:
                 phases[phase] = phases.get(phase, 0.0) + ms
+        for name_, n in result.breakdown.counts.items():
+            if counts is not None:
+                counts[name_] = counts.get(name_, 0) + n
     return found
 
 
@@ -141,21 +149,30 @@ def sizes(directory: Path, catalog: str) -> tuple[int, int]:
 COLD = """
 import json, sys
 from benchmarks.soak import connect, run_all
+from dbt_duckstream.runtime.breakdown import enable_profiling
 con = connect(sys.argv[1], sys.argv[2])
-print(json.dumps({k: (str(s), t) for k, (s, t) in run_all(con).items()}))
+enable_profiling(con)
+counts = {}
+ran = run_all(con, counts=counts)
+print(json.dumps([{k: (str(s), t) for k, (s, t) in ran.items()}, counts]))
 """
 
 
-def cold_run(catalog: str, data_path: str) -> dict[str, tuple[str, float]]:
-    """One run of every model from a fresh process (the lake released meanwhile)."""
+def cold_run(catalog: str, data_path: str) -> tuple[dict[str, tuple[str, float]], dict]:
+    """One run of every model from a fresh process (the lake released meanwhile), profiled:
+    each model's strategy and seconds, and the statements the runs issued (``statements``)
+    and DuckLake's catalog queries among them (``catalog``), which the machine's load does
+    not blur."""
     done = subprocess.run(
         [sys.executable, "-c", COLD, catalog, data_path],
         capture_output=True,
         text=True,
         check=True,
         cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, PROFILE: "1"},
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    ran, counts = json.loads(done.stdout.strip().splitlines()[-1])
+    return ran, counts
 
 
 @dataclass
@@ -165,6 +182,8 @@ class Soak:
     warm: list[float] = field(default_factory=list)
     #: (run, seconds of every model's run in a fresh process)
     cold: list[tuple[int, float]] = field(default_factory=list)
+    #: (run, statements, DuckLake catalog queries) of each cold run, every model together
+    cold_statements: list[tuple[int, int, int]] = field(default_factory=list)
     #: (run, catalog bytes, data bytes, snapshots)
     size: list[tuple[int, int, int, int]] = field(default_factory=list)
     strategies: dict[str, int] = field(default_factory=dict)
@@ -192,20 +211,29 @@ class Soak:
         end = statistics.median(self.warm[-tenth:]) if self.warm else 0.0
         cold_start = self.cold[0][1] if self.cold else 0.0
         cold_end = self.cold[-1][1] if self.cold else 0.0
-        (r0, c0, d0, _), (r1, c1, d1, s1) = self.size[0], self.size[-1]
+        # from the second check on: the first holds the lake as its first run left it
+        (r0, c0, d0, _), (r1, c1, d1, s1) = self.size[1 if len(self.size) > 2 else 0], self.size[-1]
         per_k = 1000 / max(1, r1 - r0)
         return (
             f"{self.runs} runs of {len(MODELS)} models: a run (every model) took "
             f"{start * 1000:.0f} ms at the start and {end * 1000:.0f} ms at the end "
             f"(median of the first and last tenth, {_change(start, end)}); cold, from a fresh "
             f"process: {cold_start * 1000:.0f} ms -> {cold_end * 1000:.0f} ms "
-            f"({_change(cold_start, cold_end)}); catalog {c0 / 1e6:.2f} -> {c1 / 1e6:.2f} MB "
+            f"({_change(cold_start, cold_end)}), {_statements_of(self)}; "
+            f"from run {r0} to {r1}: catalog {c0 / 1e6:.2f} -> {c1 / 1e6:.2f} MB "
             f"({(c1 - c0) * per_k / 1e6:+.2f} MB per 1000 runs), data {d0 / 1e6:.2f} -> "
             f"{d1 / 1e6:.2f} MB ({(d1 - d0) * per_k / 1e6:+.2f} MB per 1000 runs), {s1} "
             f"snapshots kept; {self.checks} checks against the recomputation passed; "
             f"strategies {dict(sorted(self.strategies.items()))}; phases (every model, start->"
             f"end) {self.phase_change()}"
         )
+
+
+def _statements_of(soak: Soak) -> str:
+    if not soak.cold_statements:
+        return "statements not counted"
+    (_, s0, c0), (_, s1, c1) = soak.cold_statements[0], soak.cold_statements[-1]
+    return f"statements {s0} -> {s1}, DuckLake catalog queries {c0} -> {c1}"
 
 
 def _change(start: float, end: float) -> str:
@@ -250,8 +278,11 @@ def soak(
         checking = i % check_every == 0 or i == runs or i == 1
         if checking:  # this run from a fresh process (the lake released meanwhile)
             con.close()
-            ran = cold_run(catalog, data_path)
+            ran, counts = cold_run(catalog, data_path)
             report.cold.append((i, sum(seconds for _, seconds in ran.values())))
+            report.cold_statements.append(
+                (i, counts.get("statements", 0), counts.get("catalog", 0))
+            )
             con = connect(catalog, data_path)
         else:
             started, phases = time.perf_counter(), {}
@@ -263,7 +294,7 @@ def soak(
         report.runs = i
         if i % maintain_every == 0:
             started = time.perf_counter()
-            older_than = f"TIMESTAMPTZ '{moments[-keep]}'"
+            older_than = f"TIMESTAMPTZ '{moments[-min(keep, len(moments))]}'"
             for statement in MAINTENANCE:
                 con.execute(statement.format(older_than=older_than))
             report.maintenance_seconds.append(time.perf_counter() - started)
