@@ -17,8 +17,12 @@ times; what reaches the caller is one of these (DuckDB 1.5.5, measured here):
   ``deadlock detected``).
 
 None of them leaves anything behind (the transaction is rolled back), so the cure is to run
-the whole unit again: for a maintenance run that means pinning a new snapshot, deciding again
-and redoing the work, never re-committing a half-built transaction.
+the unit again, never to re-commit a half-built transaction. A maintenance run computes its
+delta at its pinned snapshot before its write transaction, so its unit is the write alone
+(``lost_commit``); when another run of the same model committed first, the delta no longer
+holds, and the whole run starts over: new pin, new decision. A unit cheap to redo beside a
+busy writer keeps being retried for a while (``RetryPolicy.patience``); one that gives up
+names the contended catalog and what to do (``contended``).
 
 A SQLite catalog needs more than retries. DuckLake holds a SQLite read transaction for the whole
 DuckDB transaction and writes only when it commits; SQLite refuses at once to turn a read
