@@ -8,9 +8,9 @@ therefore times its phases, and says so in its summary (the dbt run line and
     ... snapshots lake 5->9; bind 0.1 ms, decide 2.1 ms, read 1.3 ms, delta 3.0 ms,
     write 1.2 ms, commit 4.4 ms, transaction 6.1 ms
 
-``transaction`` is the time the run's write transactions held the lake, from ``BEGIN`` to
-the end of ``COMMIT`` (it includes ``write`` and ``commit``): the window in which another
-writer's commit can make the run's commit fail. A run that lost commits says how many times
+``transaction`` is the length of the run's write transaction that committed, from ``BEGIN``
+to the end of ``COMMIT`` (it includes its ``write`` and ``commit``): the window in which
+another writer's commit can make the run's commit fail. A run that lost commits says how many times
 it retried (``retries 2``).
 
 With ``DUCKSTREAM_PROFILE=1`` in the environment, the process also keeps DuckDB's query log
@@ -112,6 +112,13 @@ def phase(name: str) -> Generator[None]:
         found = _current.get()
         if found is not None:
             found.add(name, time.perf_counter() - started)
+
+
+def span(name: str, seconds: float) -> None:
+    """Set the current run's span ``name`` (if a run is being recorded): the last one wins."""
+    found = _current.get()
+    if found is not None:
+        found.ms[name] = seconds * 1000
 
 
 def tally(name: str, n: int = 1) -> None:
