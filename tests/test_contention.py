@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from dbt_duckstream.errors import ContendedCatalogError
+from dbt_duckstream.retry import RetryPolicy, is_retryable, retrying
+
 from .lake_project import CatalogProject, seed
 
 pytestmark = pytest.mark.xdist_group("concurrency")
@@ -48,3 +51,37 @@ def test_a_run_that_keeps_losing_its_commit_fails_as_a_database_error(tmp_path: 
     assert project.dbt("run", "--select", "stg_orders").models()["stg_orders"]["status"] == (
         "success"
     )
+
+
+def test_a_write_is_retried_past_its_attempts_while_it_has_patience() -> None:
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 5:
+            raise RuntimeError("Failed to flush changes into DuckLake: database is locked")
+        return "done"
+
+    policy = RetryPolicy(attempts=2, base_delay=0.0, patience=30.0)
+    assert retrying(flaky, "a write", policy=policy, sleep=lambda _: None) == "done"
+    assert len(calls) == 5
+
+
+def test_giving_up_names_the_catalog_and_keeps_its_credentials_out() -> None:
+    def lost() -> None:
+        raise RuntimeError("Exceeded the maximum retry count of 10 set by ducklake_max_retry_count")
+
+    with pytest.raises(ContendedCatalogError) as raised:
+        retrying(
+            lost,
+            "incremental_ivm lake.main.m writing",
+            policy=RetryPolicy(attempts=2, base_delay=0.0),
+            sleep=lambda _: None,
+            catalogs={"lake": "postgres:dbname=lake user=etl password=secret"},
+        )
+    message = str(raised.value)
+    assert "the PostgreSQL catalog 'lake' on all 2 attempts" in message
+    assert "DUCKSTREAM_COMMIT_ATTEMPTS (now 2)" in message
+    assert "secret" not in message
+    assert (raised.value.catalog, raised.value.kind) == ("lake", "PostgreSQL")
+    assert not is_retryable(raised.value), "an enclosing unit does not retry it again"
