@@ -775,8 +775,9 @@ def cleaned_up(con: duckdb.DuckDBPyConnection, computed: Computed | None) -> Non
     """Drop a maintenance run's temporary tables, once its transaction has ended: a commit
     that fails in the lake has committed the session's own catalog already, so a drop inside
     it would leave a retried write without its delta."""
-    for statement in computed.maintenance.cleanup if computed and computed.maintenance else []:
-        con.execute(statement)
+    with LAKE.reading():  # no lake table, but a statement on the instance all the same
+        for statement in computed.maintenance.cleanup if computed and computed.maintenance else []:
+            con.execute(statement)
 
 
 class UnmatchedRetractions(Exception):
