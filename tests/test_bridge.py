@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import duckdb
 import pytest
 
 from dbt_duckstream import bridge
+from dbt_duckstream.bridge import plugin as plugin_module
+from dbt_duckstream.bridge.plugin import take_turns
 from dbt_duckstream.runtime import lake as lake_module
 from dbt_duckstream.runtime.lake import attach_lake, disabled_optimizers
+from dbt_duckstream.runtime.turns import LAKE, PLANNING
 
 
 @pytest.fixture
@@ -182,6 +187,100 @@ def test_with_the_toggled_optimizers_off_for_good_no_run_changes_them(
     assert logged is not None and logged[0] > 0
     assert logged[1] == 0, "a run set disabled_optimizers"
     assert disabled_optimizers(lake) == before
+
+
+def test_threads_sharing_the_instance_change_optimizers_only_while_none_plans(
+    lake: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dbt's threads plan queries while models run, and DuckDB reads ``disabled_optimizers``
+    without a lock. With the instance shared (``lake.share_instance``), a run of SQL that needs
+    an optimizer off (a LIMIT, an inequality in a correlated subquery) still turns it off for
+    its run, but only while no other thread holds a turn or plans a bridge call; every other
+    run changes nothing. Four threads run such models, plain ones, reads and inserts at once,
+    through dbt's ``execute`` as the plugin patches it."""
+    monkeypatch.setattr(lake_module, "_off_for_good", set())
+    monkeypatch.setattr(lake_module, "_shared", False)
+    bridge.register(lake)
+    lake_module.share_instance(lake)
+    assert set(lake_module.STATISTICS_OPTIMIZERS) <= set(disabled_optimizers(lake))
+    assert "join_filter_pushdown" not in disabled_optimizers(lake)
+    lake.execute("CREATE TABLE t AS SELECT range % 7 AS k, range AS v FROM range(200)")
+    models = {
+        "top": "SELECT k, v FROM lake.main.t ORDER BY v DESC LIMIT 5",
+        "plain": "SELECT k, sum(v) AS total FROM lake.main.t GROUP BY k",
+        "unequal": "SELECT k, v FROM lake.main.t AS a WHERE EXISTS "
+        "(SELECT 1 FROM lake.main.t AS b WHERE b.k <> a.k AND b.v = a.v + 1)",
+        "joined": "SELECT a.k, count(*) AS n FROM lake.main.t AS a "
+        "JOIN lake.main.t AS b ON a.v = b.v GROUP BY a.k",
+    }
+    alone: list[bool] = []
+    changing = lake_module._changing_settings
+
+    @contextmanager
+    def watched() -> Iterator[None]:
+        with changing():
+            me = threading.get_ident()
+            others = [t for t in LAKE._readers if t != me]
+            alone.append(LAKE._writer == me and not others and not PLANNING._pending)
+            yield
+
+    monkeypatch.setattr(lake_module, "_changing_settings", watched)
+    execute = take_turns(lambda cursor, sql, bindings=None: cursor.execute(sql).fetchall())
+    failures: list[BaseException] = []
+
+    def work(number: int) -> None:
+        cursor = lake.cursor()
+        try:
+            for round_ in range(4):
+                for name, sql in models.items():
+                    payload = json.dumps(model(f"{name}_{number}", sql=sql)).replace("'", "''")
+                    found = execute(cursor, f"select system.main.duckstream_run('{payload}')")
+                    assert "error" not in json.loads(found[0][0]), found
+                    execute(cursor, "SELECT count(*), sum(v) FROM lake.main.t WHERE k = 3")
+                if number == 0:
+                    execute(cursor, f"INSERT INTO lake.main.t VALUES ({round_}, {500 + round_})")
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            cursor.close()
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not failures, failures
+    assert alone and all(alone), alone
+    # each run that turned it off turned it on again
+    assert "join_filter_pushdown" not in disabled_optimizers(lake)
+    for name, sql in models.items():
+        for number in range(4):  # the inserts of the last round, applied
+            assert "error" not in call(lake, "duckstream_run", model(f"{name}_{number}", sql=sql))
+            check = call(lake, "duckstream_consistency_sql", model(f"{name}_{number}"))["sql"]
+            assert lake.execute(check).fetchall() == [], (name, number)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_under_dbt_the_statistics_optimizers_stay_off_whatever_the_threads(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite can leave a lake's column bounds wrong, and DuckDB's statistics optimizers
+    then prune rows that exist from any query (``test_regressions``): dbt's rebuilds, tests
+    and other materializations read the lake outside a run's blocks, so the plugin turns them
+    off for the whole process, with one thread as with several; only several threads wait for
+    each other to change the optimizers (``lake.share_instance``)."""
+    monkeypatch.setattr(lake_module, "_off_for_good", set())
+    monkeypatch.setattr(lake_module, "_shared", False)
+    monkeypatch.setattr(plugin_module, "dbt_threads", lambda: threads)
+    con = duckdb.connect()
+    try:
+        plugin_module.Plugin("duckstream", {}, None).configure_connection(con)
+        off = disabled_optimizers(con)
+        assert set(lake_module.STATISTICS_OPTIMIZERS) <= set(off), off
+        assert "join_filter_pushdown" not in off
+        assert lake_module._shared == (threads > 1)
+    finally:
+        con.close()
 
 
 def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:

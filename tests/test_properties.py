@@ -104,13 +104,15 @@ def test_maintained_equals_recomputed(family: str, scenario: Scenario, data) -> 
     run_scenario(scenario, {name: FAMILIES[family][name]})
 
 
-@pytest.mark.parametrize("family", ["aggregates", "join_aggregates", "joins", "nesting"])
+@pytest.mark.parametrize(
+    "family", ["aggregates", "join_aggregates", "joins", "nesting", "project_filter"]
+)
 @settings(max_examples=SLOW_EXAMPLES)  # a variant of the core families (``budget``)
 @given(scenario=scenarios(), data=st.data())
 def test_large_state_tables_read_by_key_range(family: str, scenario: Scenario, data) -> None:
     """Every table taken as large: a state table read by key range (``sql.keyed_join``),
-    its NULL group keys matched by the second join; a source narrowed through the inputs a
-    join term narrows."""
+    its NULL group keys matched by the second join; the model's retracted rows found the same
+    way (``apply.delete_sql``); a source narrowed through the inputs a join term narrows."""
     name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")
     with mock.patch.object(costs, "LARGE_TABLE_ROWS", 0):
         run_scenario(scenario, {name: FAMILIES[family][name]})

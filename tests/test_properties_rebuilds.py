@@ -1,7 +1,8 @@
 """The oracle when rebuilds chosen for cost interleave with maintenance.
 
-Such a rebuild refills the model from its sources alone and drops its state; the next run
-that maintains builds the state first. Over random histories, for a view drawn from every
+Such a rebuild refills the model from its sources alone and drops its state, and the next run
+that maintains builds the state first; or, when the model usually maintains, builds the model
+and its state whole. Over random histories, for a view drawn from every
 property family, the first window is rebuilt (as a cost choice would), the second maintained,
 and each later one either; the model must equal its recomputation after each run.
 """

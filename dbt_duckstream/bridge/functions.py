@@ -27,7 +27,7 @@ from ..runtime.lake import describe, disable_for_good, stored_columns, unsound_o
 from ..runtime.recorded_ties import recorded_ties
 from ..runtime.run import prepare, using
 from ..runtime.status import format_status, status
-from ..runtime.turns import LAKE
+from ..runtime.turns import LAKE, PLANNING
 from ..sql import TableRef, literal
 
 Request = dict[str, Any]
@@ -127,9 +127,12 @@ def _json_udf(
     function: Callable[[duckdb.DuckDBPyConnection, Request], dict[str, Any]],
 ) -> Callable[[str], str]:
     def udf(payload: str) -> str:
+        request = json.loads(payload)
+        # the call's statement is planned: settings may change again (``turns.Planning``)
+        PLANNING.began(request.pop("planning", ""))
         cursor = conn.cursor()
         try:
-            return json.dumps(function(cursor, json.loads(payload)))
+            return json.dumps(function(cursor, request))
         except (DuckstreamError, duckdb.Error) as error:
             database = isinstance(error, (duckdb.Error, ContendedCatalogError))
             return json.dumps(

@@ -32,13 +32,14 @@ from duckdb import DuckDBPyConnection
 from ..runtime.breakdown import enable_profiling
 from ..runtime.lake import (
     CATALOG_EXTENSIONS,
-    TOGGLED_OPTIMIZERS,
+    STATISTICS_OPTIMIZERS,
     catalog_defaults,
     disable_for_good,
     load_ducklake,
     load_extension,
+    share_instance,
 )
-from ..runtime.turns import LAKE
+from ..runtime.turns import LAKE, PLANNING
 from .functions import register
 
 #: data paths that DuckDB reads through httpfs
@@ -72,13 +73,33 @@ def take_turns(execute: Callable[..., Any]) -> Callable[..., Any]:
 
     def in_turn(self: Any, sql: str, bindings: Any = None) -> Any:
         if BRIDGE_CALL in sql:
-            return execute(self, sql, bindings)
+            with PLANNING.planning() as token:
+                return execute(self, with_planning_token(sql, token), bindings)
         with LAKE.reading() if first_keyword(sql) in READING else LAKE.writing():
             return execute(self, sql, bindings)
 
     _in_turns.add(in_turn)
     return in_turn
 
+
+def with_planning_token(sql: str, token: str) -> str:
+    r"""A bridge call whose JSON request carries ``token``, which the function gives back when
+    it starts (``turns.Planning``).
+
+    >>> print(with_planning_token("select system.main.duckstream_run('{\"a\": 1}')", "t"))
+    select system.main.duckstream_run('{"planning": "t", "a": 1}')
+    >>> print(with_planning_token("select system.main.duckstream_status('{}')", "t"))
+    select system.main.duckstream_status('{"planning": "t"}')
+    """
+    return _REQUEST.sub(
+        lambda m: f'{m.group(1)}{{"planning": "{token}"' + ("}" if m.group(2) else ", "),
+        sql,
+        count=1,
+    )
+
+
+#: where a bridge call's JSON request opens, and whether it is empty
+_REQUEST = re.compile(r"(system\.main\.duckstream_\w+\(')\{(\})?")
 
 #: the ``execute`` methods that take turns already (a profile may load the plugin twice)
 _in_turns: set[Callable[..., Any]] = set()
@@ -100,11 +121,14 @@ class Plugin(BasePlugin):
     def configure_connection(self, conn: DuckDBPyConnection) -> None:
         self._complete_attachments()
         load_ducklake(conn)
+        # the statistics optimizers off for good: every feed read needs them off, and so
+        # does any query of a lake whose bounds a rewrite got wrong (dbt's rebuilds and tests)
+        disable_for_good(conn, STATISTICS_OPTIMIZERS)
         if dbt_threads() != 1:
-            # before dbt's threads start: none may change the instance's optimizers while
-            # another plans a query (``lake.TOGGLED_OPTIMIZERS``); with one thread nothing
-            # else plans, and each run turns off only what its own statements need
-            disable_for_good(conn, TOGGLED_OPTIMIZERS)
+            # before dbt's threads start: from now on a change of the instance's optimizers
+            # waits until no other thread plans a query (``lake.share_instance``); with one
+            # thread nothing else plans
+            share_instance(conn)
         enable_profiling(conn)
         for extension in sorted(self._extensions()):
             load_extension(conn, extension)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..sql import quote, same_key
+from ..sql import column_list, keyed_join, quote, same_key
 from .render import MULT
 
 
@@ -70,16 +70,24 @@ def delete_sql(
     keys: tuple[str, ...] | None,
     delta: str,
     types: tuple[str, ...] | None = None,
+    *,
+    large: bool = False,
 ) -> tuple[str, str | None]:
     """The delete of the rows the delta retracts, and the delete of those it leaves (by every
-    column), when it tells apart only those its narrow columns do (``match_by``)."""
+    column), when it tells apart only those its narrow columns do (``match_by``). A ``large``
+    model is matched by key in two joins (``sql.keyed_join``): by ``=`` the delta's keys reach
+    its scan and skip its row groups (the wide join of TPC-H SF1, 6M rows, one order
+    updated: its rows found in 50 ms by ``=``, 310 ms by ``IS NOT DISTINCT FROM``)."""
     if keys is not None and not keys:
         return f"DELETE FROM {target} WHERE EXISTS (SELECT 1 FROM {delta})", None
     if keys is not None:
-        return (
-            f"DELETE FROM {target} WHERE rowid IN (SELECT t.rowid FROM {target} AS t "
-            f"SEMI JOIN {delta} AS d ON {same_key('t', 'd', keys)})"
-        ), None
+        held = (
+            keyed_join("s.rowid", target, "SEMI", delta, keys)
+            if large
+            else f"SELECT t.rowid FROM {target} AS t SEMI JOIN {delta} AS d "
+            f"ON {same_key('t', 'd', keys)}"
+        )
+        return f"DELETE FROM {target} WHERE rowid IN ({held})", None
     retracted = f"(SELECT *, -{MULT} AS _ivm_copies FROM {delta} WHERE {MULT} < 0)"
     by_every_column = (
         f"DELETE FROM {target} WHERE rowid IN (\n{_copies(target, columns, retracted)}\n)"
@@ -90,13 +98,19 @@ def delete_sql(
     # a second statement, not a branch of this one: DuckDB scans the model's every column
     # for a join whose other side is empty (TPC-H Q10 at SF10: 20-30 ms of a 41 ms delete)
     listed = ", ".join(quote(c) for c in narrow)
-    held = ", ".join(f"t.{quote(c)}" for c in narrow)
+    held = (
+        keyed_join(
+            f"s.rowid AS _ivm_rid, {column_list(narrow, 's.')}", target, "SEMI", "per_value", narrow
+        )
+        if large
+        else f"SELECT t.rowid AS _ivm_rid, {column_list(narrow, 't.')} FROM {target} AS t\n"
+        f"           SEMI JOIN per_value AS d ON {same_key('t', 'd', narrow)}"
+    )
     return (
         f"DELETE FROM {target} WHERE rowid IN (\n"
         f"  WITH per_value AS (SELECT {listed}, sum(_ivm_copies) AS _ivm_copies "
         f"FROM {retracted} GROUP BY ALL),\n"
-        f"  held AS (SELECT t.rowid AS _ivm_rid, {held} FROM {target} AS t\n"
-        f"           SEMI JOIN per_value AS d ON {same_key('t', 'd', narrow)}),\n"
+        f"  held AS ({held}),\n"
         f"  whole AS (SELECT d.* FROM per_value AS d\n"
         f"            JOIN (SELECT {listed}, count(*) AS _ivm_held FROM held GROUP BY ALL) AS h\n"
         f"            ON {same_key('h', 'd', narrow)} WHERE h._ivm_held = d._ivm_copies)\n"

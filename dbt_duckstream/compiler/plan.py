@@ -184,7 +184,14 @@ class IVMPlan:
         )
         target = self.target.sql()
         keys = deleted_by_key(self.columns, self.key_columns, self.column_types)
-        delete, rest = delete_sql(target, self.columns, keys, consolidated, self.column_types)
+        delete, rest = delete_sql(
+            target,
+            self.columns,
+            keys,
+            consolidated,
+            self.column_types,
+            large=self.target.key in large,
+        )
         return Maintenance(
             build=ctx.statements,
             delete=delete,

@@ -26,7 +26,7 @@ from ..sql import (
     unique_names,
 )
 from .breakdown import phase, span
-from .turns import LAKE
+from .turns import LAKE, PLANNING
 
 
 def extension_path(name: str) -> Path:
@@ -555,10 +555,11 @@ TOGGLED_OPTIMIZERS = STATISTICS_OPTIMIZERS + JOIN_FILTER_OPTIMIZERS + DELIMINATO
 #: ``disabled_optimizers`` is a setting of the whole DuckDB instance, which every thread
 #: shares: the first block to need some off disables them, the last one done restores them.
 #: DuckDB reads it without a lock while it plans a query, so a process whose other threads
-#: plan queries of their own (dbt's) must not change it while they run: setting it there
+#: plan queries of their own (dbt's) must not change it while they plan: setting it there
 #: crashed dbt (SIGSEGV in ``Optimizer::OptimizerDisabled``, four threads starting models).
-#: Such a process turns ``TOGGLED_OPTIMIZERS`` off for good first (``disable_for_good``, the
-#: plugin), and the blocks then change nothing.
+#: In such a process (``share_instance``) a change waits until no other thread plans: every
+#: statement of dbt's and of this package's runs in the lake's turns, and the bridge calls
+#: dbt plans outside them are counted until their function starts (``turns.PLANNING``).
 _guard = threading.Lock()
 _guard_users = 0
 _guard_restore = ""
@@ -566,6 +567,29 @@ _guard_restore = ""
 _guard_pending = False
 #: optimizers off for the rest of the process (restores keep them off)
 _off_for_good: set[str] = set()
+
+
+#: whether other threads plan statements on this instance (``share_instance``)
+_shared = False
+
+
+def share_instance(con: duckdb.DuckDBPyConnection) -> None:
+    """dbt's threads will plan statements on this instance: from now on the optimizers change
+    only while no other thread plans (``_changing_settings``). The statistics optimizers, which
+    every change feed read needs off, go off for good, so that no run waits to change them."""
+    global _shared
+    _shared = True
+    disable_for_good(con, STATISTICS_OPTIMIZERS)
+
+
+@contextmanager
+def _changing_settings() -> Generator[None]:
+    """While an instance-wide setting changes: alone, in a process whose threads share it."""
+    if not _shared:
+        yield
+        return
+    with LAKE.alone(), PLANNING.quiet():
+        yield
 
 
 def disabled_optimizers(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -585,13 +609,13 @@ def _disable(con: duckdb.DuckDBPyConnection, current: list[str], names: Iterable
 
 def disable_for_good(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
     """Turn optimizers off for the rest of the process: for SQL that runs outside the
-    package's blocks (a dbt test's query), and, before its threads start, in a process where
-    they must never change again (``TOGGLED_OPTIMIZERS``)."""
+    package's blocks (a dbt test's query), and, in a process whose threads share the instance,
+    those every run would turn off (``share_instance``)."""
     global _guard_restore
     names = tuple(names)
-    if not names:
+    if not names or set(names) <= _off_for_good:
         return
-    with _guard:
+    with _changing_settings(), _guard:
         _off_for_good.update(names)
         _disable(con, disabled_optimizers(con), _off_for_good)
         kept = [o for o in _guard_restore.split(",") if o]
@@ -603,10 +627,12 @@ def optimizers_off(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Gene
     """Disable ``names`` while the block runs, then restore the instance's setting."""
     global _guard_users, _guard_restore, _guard_pending
     names = tuple(names)
-    if not names:  # most models' SQL: no statement (a pending restore waits for the next block)
+    # most models' SQL, and every feed read where they are off for good: no statement (a
+    # pending restore waits for the next block)
+    if not names or set(names) <= _off_for_good:
         yield
         return
-    with _guard:
+    with _changing_settings(), _guard:
         current = disabled_optimizers(con)
         # off already, and not by another block that will restore them: nothing to change
         # (every block, in a process that turned them off for good)
@@ -626,7 +652,7 @@ def optimizers_off(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Gene
         failed = True
         raise
     finally:
-        with _guard:
+        with _changing_settings(), _guard:
             _guard_users -= 1
             if _guard_users == 0:
                 try:

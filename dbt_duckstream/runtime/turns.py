@@ -23,6 +23,7 @@ readers out, so a stream of tests cannot starve a run.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Generator
 from contextlib import contextmanager
@@ -80,6 +81,86 @@ class Turns:
                     self._writer = None
                 self._changed.notify_all()
 
+    @contextmanager
+    def alone(self) -> Generator[None]:
+        """The process to this thread for a while, as ``writing``, even from within its reads:
+        they are set aside while it waits (two readers that each waited for the other's reads
+        to end would wait for ever), and taken up again once no other thread writes."""
+        me = threading.get_ident()
+        with self._changed:
+            mine = self._readers.pop(me, 0)
+            self._changed.notify_all()
+        try:
+            with self.writing():
+                yield
+        finally:
+            if mine:
+                with self._changed:
+                    while self._writer not in (None, me) or self._waiting:
+                        self._changed.wait()
+                    self._readers[me] += mine
+
+
+class Planning:
+    """The statements that dbt plans outside the turns: calls of this package's bridge
+    functions (``bridge.plugin``). DuckDB runs a bridge function on a thread of its own, which
+    takes its turns itself; until it starts, its statement is being planned, and reads the
+    instance's settings. ``quiet`` waits until no such statement is being planned, and keeps new
+    ones waiting until it ends.
+
+    >>> planning = Planning()
+    >>> with planning.planning() as token:
+    ...     planning.began(token)
+    ...     with planning.quiet():
+    ...         "no bridge call is being planned"
+    'no bridge call is being planned'
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._pending: set[str] = set()
+        self._closed = 0
+
+    @contextmanager
+    def planning(self) -> Generator[str]:
+        """A bridge call being planned, until its function ``began`` (or the block ends):
+        the token to pass it."""
+        token = uuid.uuid4().hex
+        with self._changed:
+            while self._closed:
+                self._changed.wait()
+            self._pending.add(token)
+        try:
+            yield token
+        finally:
+            self.began(token)
+
+    def began(self, token: str) -> None:
+        """The bridge function of ``token``'s call runs: its statement is planned."""
+        with self._changed:
+            self._pending.discard(token)
+            self._changed.notify_all()
+
+    @contextmanager
+    def quiet(self) -> Generator[None]:
+        with self._changed:
+            self._closed += 1
+            try:
+                while self._pending:
+                    self._changed.wait()
+            except BaseException:
+                self._closed -= 1
+                self._changed.notify_all()
+                raise
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._closed -= 1
+                self._changed.notify_all()
+
 
 #: the turns of this process's DuckLake statements and commits
 LAKE = Turns()
+#: the bridge calls being planned
+PLANNING = Planning()

@@ -56,7 +56,16 @@ def window_rows(
     con: duckdb.DuckDBPyConnection, lake: str, catalog: str, spans: dict[int, tuple[int, int]]
 ) -> WindowRows:
     """What the tables (ids) of ``catalog``, a lake ``lake`` (``lake.lake_identity``), changed
-    over their spans of snapshots ``(old, new]``: read once per process and table (``memo``)."""
+    over their spans of snapshots ``(old, new]``, together (``per_table``)."""
+    found = per_table(con, lake, catalog, spans).values()
+    return WindowRows(*(sum(getattr(r, f) for r in found) for f in _FIELDS))
+
+
+def per_table(
+    con: duckdb.DuckDBPyConnection, lake: str, catalog: str, spans: dict[int, tuple[int, int]]
+) -> dict[int, WindowRows]:
+    """What each table (id) of ``catalog``, a lake ``lake`` (``lake.lake_identity``), changed
+    over its span of snapshots ``(old, new]``: read once per process and table (``memo``)."""
 
     def read(keys: list[tuple[str, int, tuple[int, int]]]) -> dict:
         found = {}
@@ -68,7 +77,7 @@ def window_rows(
         return found
 
     found = _MEMO.get(((lake, t, span) for t, span in sorted(spans.items())), read)
-    return WindowRows(*(sum(getattr(r, f) for r in found.values()) for f in _FIELDS))
+    return {table: rows for (_, table, _), rows in found.items()}
 
 
 _FIELDS = ("inserted", "pre_images", "deleted", "inlined_deleted")

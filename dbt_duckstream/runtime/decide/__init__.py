@@ -23,6 +23,9 @@ The cost choice weighs what maintenance reads and writes against what a rebuild 
              + INSERT_WEIGHT * (rows inserted + rows deleted)
              + rows of the inputs a join term, a recomputed aggregate, a window's touched
                partitions, a set operation's counts or a top-N's rescan read in full
+             + KEY_PROBE_WEIGHT * rows of an input read narrowed to a delta's keys (in files
+               whose key range meets them), + (PRE_IMAGE_WEIGHT - KEY_PROBE_WEIGHT) * rows
+               of its row groups holding a key (``probed_rows``)
              + OUTPUT_WEIGHT * rows an operator recomputes whole and stores again (a window
                without PARTITION BY is one partition; a recursive CTE)
     rebuild  ~ rows of every input table + OUTPUT_WEIGHT * rows of the model
@@ -36,6 +39,7 @@ Inserted and deleted rows are counted from the metadata (``window_rows``).
 from .changes import ALTERATIONS, COMPACTIONS, INSERTIONS, ROW_CHANGES, WindowChanges
 from .costs import (
     INSERT_WEIGHT,
+    KEY_PROBE_WEIGHT,
     LARGE_TABLE_ROWS,
     OUTPUT_WEIGHT,
     PRE_IMAGE_WEIGHT,
@@ -44,6 +48,7 @@ from .costs import (
     estimated_rows,
     full_reads,
     learned_correction,
+    probed_rows,
 )
 from .decision import REBUILD_ABOVE, Decision, Strategy
 from .situation import Situation
@@ -54,6 +59,7 @@ __all__ = [
     "COMPACTIONS",
     "INSERTIONS",
     "INSERT_WEIGHT",
+    "KEY_PROBE_WEIGHT",
     "LARGE_TABLE_ROWS",
     "OUTPUT_WEIGHT",
     "PRE_IMAGE_WEIGHT",
@@ -70,5 +76,6 @@ __all__ = [
     "estimated_rows",
     "full_reads",
     "learned_correction",
+    "probed_rows",
     "rebuild_above",
 ]

@@ -47,5 +47,7 @@ class Decision:
     @property
     def refills(self) -> bool:
         """A rebuild chosen for cost: the model's table exists and is refilled in place, from
-        its sources alone; its state tables are dropped (``IVMPlan.refill_sql``)."""
+        its sources alone; its state tables are dropped (``IVMPlan.refill_sql``). A model that
+        usually maintains is built whole instead, state and all (``triggers.usually_maintains``:
+        its ``changed`` is left empty)."""
         return self.strategy is Strategy.REBUILD and bool(self.changed)

@@ -79,7 +79,23 @@ def cheaper_to_rebuild(s: Situation) -> Decision | None:
     if not s.costs.rebuild_is_cheaper(s.rebuild_above):
         return None
     reason = f"cheaper than maintenance: {s.costs.describe()} (rebuild above {s.rebuild_above:.0%})"
+    if usually_maintains(s):
+        # a refill drops the state, and the next small batch would build it whole
+        reason += "; its state is built too, as the model usually maintains"
+        return Decision(Strategy.REBUILD, reason, s.build_window, frozenset(), s.costs)
     return Decision(Strategy.REBUILD, reason, s.build_window, changed, s.costs)
+
+
+#: the model's recent runs that say whether it usually maintains
+RECENT_RUNS = 10
+
+
+def usually_maintains(s: Situation) -> bool:
+    """Whether most of the model's recent runs that did something maintained it: a rebuild
+    chosen for cost then builds its state as well, instead of refilling the model alone."""
+    past = [p.strategy for p in (s.last.past if s.last is not None else ())[:RECENT_RUNS]]
+    done = [p for p in past if p != "unchanged"]
+    return sum(p == "incremental" for p in done) * 2 > len(done)
 
 
 def changes_misdated(s: Situation) -> Decision | None:
