@@ -326,7 +326,7 @@ def refresh(
             if decision.strategy is Strategy.INCREMENTAL:
                 # the delta, at the pin, into temporary tables: the write transaction only
                 # writes it, so other writers' commits rarely overlap it
-                with feed_safe_optimizers(con), LAKE.reading():
+                with LAKE.reading():
                     computed = compute(con, plan, decision, feeds)
 
             def written() -> tuple[RunResult, Callable[[], None]]:
