@@ -6,7 +6,7 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: setup postgres-server demo demo-core bench bench-python test lint
+.PHONY: setup postgres-server demo demo-core bench bench-python soak foreign-writers test lint
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -39,6 +39,24 @@ bench: setup
 bench-python: setup
 	$(UV) run --frozen python -m benchmarks.tpch --scale $(SCALE) --out docs/benchmark$(BENCH_SUFFIX) $(BENCH_ARGS)
 	$(UV) run --frozen python -m benchmarks.tpch --scale $(SCALE) --mix append --out docs/benchmark$(BENCH_SUFFIX)/append $(BENCH_ARGS)
+
+# RUNS maintenance runs (5000) of a chain, an aggregate, a join and a window over small random
+# changes on one lake, DuckLake's maintenance every 100 runs, every model checked against its
+# recomputation every 100: run time, catalog and data size over time (docs/soak/report.json)
+RUNS ?= 5000
+soak: setup
+	rm -rf .soak-lake
+	$(UV) run --frozen python -m benchmarks.soak --runs $(RUNS) --directory .soak-lake --out docs/soak/report.json
+
+# `dbt run` beside a plain DuckDB process committing to the sources at RATES commits/s, with
+# THREADS dbt threads, SECONDS per pair, on a CATALOG (sqlite or postgres) catalog. The full
+# size: make foreign-writers CATALOG=sqlite RATES=5 THREADS=4 SECONDS=600
+CATALOG ?= sqlite
+RATES ?= 1,5,20
+THREADS ?= 1,4
+SECONDS ?= 60
+foreign-writers: setup postgres-server
+	$(UV) run --frozen python -m benchmarks.foreign_writers --catalog $(CATALOG) --rates $(RATES) --threads $(THREADS) --seconds $(SECONDS) --directory .foreign-writers
 
 lint: setup
 	$(UV) run --frozen ruff check .

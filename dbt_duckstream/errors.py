@@ -25,3 +25,17 @@ class ConfigurationError(DuckstreamError):
 
 class ConcurrentRunError(DuckstreamError):
     """Another run of the same model committed first; running again applies what is left."""
+
+
+class ContendedCatalogError(DuckstreamError):
+    """A unit of work lost its commit to other writers of a shared catalog on every attempt.
+
+    The message names the catalog (alias and kind) and what to do: the catalog to choose for
+    concurrent writers, and the setting that allows more attempts. dbt reports it as a
+    database error, not as a problem in the model's SQL.
+    """
+
+    def __init__(self, message: str, catalog: str = "", kind: str = "") -> None:
+        self.catalog = catalog
+        self.kind = kind
+        super().__init__(message)

@@ -17,8 +17,12 @@ times; what reaches the caller is one of these (DuckDB 1.5.5, measured here):
   ``deadlock detected``).
 
 None of them leaves anything behind (the transaction is rolled back), so the cure is to run
-the whole unit again: for a maintenance run that means pinning a new snapshot, deciding again
-and redoing the work, never re-committing a half-built transaction.
+the unit again, never to re-commit a half-built transaction. A maintenance run computes its
+delta at its pinned snapshot before its write transaction, so its unit is the write alone
+(``lost_commit``); when another run of the same model committed first, the delta no longer
+holds, and the whole run starts over: new pin, new decision. A unit cheap to redo beside a
+busy writer keeps being retried for a while (``RetryPolicy.patience``); one that gives up
+names the contended catalog and what to do (``contended``).
 
 A SQLite catalog needs more than retries. DuckLake holds a SQLite read transaction for the whole
 DuckDB transaction and writes only when it commits; SQLite refuses at once to turn a read
@@ -55,14 +59,14 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
 import duckdb
 
-from .errors import ConcurrentRunError
+from .errors import ConcurrentRunError, ContendedCatalogError
 from .sql import BUILTIN
 
 LOGGER = logging.getLogger("dbt_duckstream")
@@ -96,8 +100,16 @@ RETRYABLE_MESSAGES = (
 )
 
 
+def lost_commit(error: BaseException) -> bool:
+    """Whether ``error`` is a lost commit race that leaves what the unit computed before its
+    transaction right: any but another run of the same model committing first."""
+    return is_retryable(error) and not isinstance(error, ConcurrentRunError)
+
+
 def is_retryable(error: BaseException) -> bool:
     """Whether ``error`` is a lost commit race, which rerunning the whole unit can get past."""
+    if isinstance(error, ContendedCatalogError):
+        return False  # a unit inside this one gave up already
     if isinstance(error, ConcurrentRunError):
         return True
     message = str(error)
@@ -110,18 +122,27 @@ class RetryPolicy:
 
     The n-th wait is drawn uniformly from ``[0, min(max_delay, base_delay * 2**n)]``, so that
     processes that collided once do not collide again in lockstep. The defaults (8 runs, waits
-    of up to 0.1, 0.2, ... 3.2 s) give up after about 6 s of waiting on average.
+    of up to 0.1, 0.2, ... 3.2 s) give up after about 6 s of waiting on average. With
+    ``patience``, a unit keeps being retried past ``attempts`` until that many seconds have
+    passed since its first attempt: for a unit cheap to redo, beside a writer whose commits
+    leave it a chance now and then.
     """
 
     attempts: int = 8
     base_delay: float = 0.1
     max_delay: float = 5.0
+    patience: float = 0.0
 
     @classmethod
-    def from_environment(cls) -> RetryPolicy:
-        """``DUCKSTREAM_COMMIT_ATTEMPTS`` overrides the number of runs (1: never retry)."""
+    def from_environment(cls, patience: float = 0.0) -> RetryPolicy:
+        """``DUCKSTREAM_COMMIT_ATTEMPTS`` overrides the number of runs (1: never retry), and
+        ``DUCKSTREAM_COMMIT_WAIT`` the ``patience`` (seconds) given."""
         attempts = os.environ.get("DUCKSTREAM_COMMIT_ATTEMPTS")
-        return cls(attempts=max(1, int(attempts))) if attempts else cls()
+        wait = os.environ.get("DUCKSTREAM_COMMIT_WAIT")
+        return cls(
+            attempts=max(1, int(attempts)) if attempts else cls.attempts,
+            patience=max(0.0, float(wait)) if wait else patience,
+        )
 
     def delay(self, retry: int, rng: random.Random | None = None) -> float:
         """The wait before retry number ``retry`` (0 for the first retry)."""
@@ -135,32 +156,105 @@ def retrying(
     *,
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    catalogs: Mapping[str, str] | None = None,
+    redo: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Run ``unit``; when it fails with a lost commit race, wait and run it again.
 
     ``unit`` must be the whole unit of work, from its first read to its commit, and must leave
     nothing behind when it fails (one transaction). Each retry is logged at warning level on
-    the ``dbt_duckstream`` logger, naming ``what`` and the error; the last failure, or any
-    failure that is not a commit race, propagates unchanged.
+    the ``dbt_duckstream`` logger, naming ``what`` and the error; any failure that is not a
+    commit race propagates unchanged. So does the last one, unless ``catalogs`` (the catalogs
+    the unit writes, alias to location) are given: then it becomes a ``ContendedCatalogError``
+    that names them and says what to do (``contended``). ``redo``: which failures to retry
+    (by default ``is_retryable``); the others propagate.
     """
+    redo = redo or is_retryable
     policy = policy or RetryPolicy.from_environment()
-    for attempt in range(1, policy.attempts + 1):
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return unit()
         except Exception as error:
-            if attempt >= policy.attempts or not is_retryable(error):
+            if not redo(error):
                 raise
-            wait = policy.delay(attempt - 1)
+            waited = time.monotonic() - started
+            if attempt >= policy.attempts and waited >= policy.patience:
+                if catalogs:
+                    raise contended(what, error, catalogs, attempt, waited, policy) from error
+                raise
+            wait = policy.delay(min(attempt - 1, 16))
             LOGGER.warning(
-                "%s lost a commit race (attempt %d of %d), retrying in %.2fs: %s",
+                "%s lost a commit race (attempt %d of %s), retrying in %.2fs: %s",
                 what,
                 attempt,
-                policy.attempts,
+                f"{policy.attempts}, or more within {policy.patience:.0f}s"
+                if policy.patience
+                else policy.attempts,
                 wait,
                 _first_line(error),
             )
             sleep(wait)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+#: what to do about a catalog that other writers keep committing to, by its kind
+ADVICE = {
+    "SQLite": "a SQLite catalog commits one writer at a time and fails the others' commits, "
+    "and writers that do not use dbt-duckstream do not take turns with it: for concurrent "
+    "writers choose a PostgreSQL catalog (ducklake:postgres:...)",
+    "PostgreSQL": "commits to the same tables kept conflicting: let the other writers commit "
+    "in fewer, larger transactions, or run the models while they pause",
+    "DuckDB file": "a DuckDB-file catalog is locked by the one process that opened it for "
+    "writing: for several processes choose a PostgreSQL catalog (ducklake:postgres:...)",
+}
+
+
+def catalog_kind(location: str) -> str:
+    """What holds a DuckLake's catalog, from its location.
+
+    >>> catalog_kind("sqlite:/data/lake.sqlite"), catalog_kind("postgres:dbname=lake")
+    ('SQLite', 'PostgreSQL')
+    >>> catalog_kind("/data/lake.ducklake")
+    'DuckDB file'
+    """
+    location = location.removeprefix("ducklake:")
+    if location.startswith("sqlite:"):
+        return "SQLite"
+    if location.startswith(("postgres:", "postgresql:")):
+        return "PostgreSQL"
+    return "DuckDB file"
+
+
+def contended(
+    what: str,
+    error: BaseException,
+    catalogs: Mapping[str, str],
+    attempts: int,
+    seconds: float = 0.0,
+    policy: RetryPolicy | None = None,
+) -> ContendedCatalogError:
+    """The error of a unit that lost its commit on each of its ``attempts`` (in ``seconds``,
+    under ``policy``): which catalog was contended, what it said, and what to do."""
+    policy = policy or RetryPolicy(attempts=attempts)
+    alias, location = sorted(catalogs.items())[0]
+    kind = catalog_kind(location)
+    if isinstance(error, ConcurrentRunError):
+        advice = "another run of the same model kept committing first: run each model from "
+        advice += "one place at a time"
+    else:
+        advice = ADVICE[kind]
+    where = location.removeprefix("ducklake:").split(":", 1)[-1] if kind != "PostgreSQL" else ""
+    named = f"the {kind} catalog {alias!r}" + (f" ({where})" if where else "")
+    return ContendedCatalogError(
+        f"{what} lost its commit to other writers of {named} on all {attempts} attempts in "
+        f"{seconds:.0f}s ({_first_line(error)}). What to do: {advice}; or allow more attempts "
+        f"with DUCKSTREAM_COMMIT_ATTEMPTS (now {policy.attempts}) and a longer wait with "
+        f"DUCKSTREAM_COMMIT_WAIT (now {policy.patience:.0f} seconds).",
+        catalog=alias,
+        kind=kind,
+    )
 
 
 def _first_line(error: BaseException) -> str:

@@ -14,7 +14,10 @@
       which no run inside it can commit past ("database is locked") -#}
   {%- set result = run_query("select system.main." ~ function ~ "('" ~ adapter.escape_sql_string(payload) ~ "')") -%}
   {%- set response = fromjson(result.columns[0].values()[0]) -%}
-  {%- if response.get('error') -%}
+  {%- if response.get('error') and response.get('database') -%}
+    {#- the database failed (a catalog contended past every retry): not the model's SQL -#}
+    {%- do exceptions.raise_database_error('dbt-duckstream: ' ~ response['error']) -%}
+  {%- elif response.get('error') -%}
     {%- do exceptions.raise_compiler_error('dbt-duckstream: ' ~ response['error']) -%}
   {%- endif -%}
   {{- return(response) -}}

@@ -157,12 +157,13 @@ def test_a_postgres_conflict_is_provoked_and_retried(postgres: str, tmp_path: Pa
     assert sorted(a.execute("SELECT k FROM lake.t").fetchall()) == [(2,), (3,), (3,)]
 
 
-def test_a_refresh_that_loses_a_race_reruns_with_a_new_pin(
+def test_a_refresh_that_loses_a_race_redoes_only_its_write(
     postgres: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Another process commits to a source while the run applies its delta, and takes the
-    snapshot id the run wanted (DuckLake's own retries off): the run reruns whole, pinning the
-    new snapshot, so the other commit's rows are applied too."""
+    """Another process commits to a source while the run writes its delta, and takes the
+    snapshot id the run wanted (DuckLake's own retries off): the run redoes its write alone,
+    with the delta it computed at its pin, which still holds; the next run applies the other
+    commit's rows."""
     catalog = f"postgres:{create_database(postgres, f'lake_{uuid.uuid4().hex[:12]}')}"
     con, other = duckdb.connect(), duckdb.connect()
     for c in (con, other):
@@ -175,8 +176,10 @@ def test_a_refresh_that_loses_a_race_reruns_with_a_new_pin(
     plan = prepare(con, sql, "m", catalog="lake")
     refresh(con, plan)
     con.execute("INSERT INTO t VALUES (1, 1000), (7, 7)")
+    (pin,) = con.execute("SELECT id FROM lake.current_snapshot()").fetchone() or (0,)
     applied: list[str] = []
-    original = runtime_run.apply_statement
+    computed: list[object] = []
+    original, original_compute = runtime_run.apply_statement, runtime_run.compute
 
     def apply_while_another_process_commits(
         c: duckdb.DuckDBPyConnection, statement: str
@@ -186,14 +189,23 @@ def test_a_refresh_that_loses_a_race_reruns_with_a_new_pin(
         applied.append(statement)
         return original(c, statement)
 
+    def compute(*args: object) -> object:
+        computed.append(original_compute(*args))  # ty: ignore[invalid-argument-type]
+        return computed[-1]
+
     monkeypatch.setattr(runtime_run, "apply_statement", apply_while_another_process_commits)
+    monkeypatch.setattr(runtime_run, "compute", compute)
     with caplog.at_level(logging.WARNING, logger="dbt_duckstream"):
         result = refresh(con, plan, rebuild_above=None)
-    assert "lost a commit race (attempt 1 of" in caplog.text
+    assert "writing lost a commit race (attempt 1 of" in caplog.text
     assert "Exceeded the maximum retry count" in caplog.text
-    pinned = con.execute("SELECT id FROM lake.current_snapshot()").fetchone()
+    assert len(computed) == 1, "the delta was computed once"
+    assert applied[0] in applied[1:], "the write was redone"
     assert result.strategy == "incremental"
-    assert result.snapshots["lake"][1] == pinned[0] - 1  # the other commit, then the run's
+    assert result.snapshots["lake"][1] == pin  # the run's pin, not the other commit's
+    assert con.execute("SELECT s FROM m WHERE k = 8").fetchall() == []
+    monkeypatch.undo()
+    assert refresh(con, plan, rebuild_above=None).strategy == "incremental"
     assert_consistent(con, "lake.main.m", sql)
     assert con.execute("SELECT s FROM m WHERE k = 8").fetchall() == [(8,)]
 

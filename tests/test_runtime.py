@@ -818,6 +818,37 @@ def test_a_run_that_another_run_of_the_model_overtook_reruns(model, lake, monkey
     assert [r for (r,) in runs.fetchall()] == [1, 2]
 
 
+def test_a_run_overtaken_after_computing_its_delta_redoes_all(model, lake, monkeypatch, caplog):
+    """Another run of the same model commits after this run computed its delta and before it
+    writes: the delta, computed from the model's old rows, must not be applied; the run
+    redoes everything, and finds the model up to date."""
+    import logging
+
+    from dbt_duckstream import refresh
+
+    lake.execute("INSERT INTO t VALUES (1, 1), (3, 30)")
+    overtaken: list[bool] = []
+    original = runtime.compute
+
+    def another_run_commits_after(*args):
+        found = original(*args)
+        if not overtaken:
+            overtaken.append(True)
+            other = lake.cursor()
+            other.execute("USE lake")
+            assert refresh(other, model.plan, rebuild_above=None).strategy == "incremental"
+        return found
+
+    monkeypatch.setattr(runtime, "compute", another_run_commits_after)
+    with caplog.at_level(logging.WARNING, logger="dbt_duckstream"):
+        result = model.refresh()
+    assert "another run of lake.main.m committed while this one was deciding" in caplog.text
+    assert result.strategy == "unchanged"
+    model.assert_consistent()
+    runs = lake.execute("SELECT run FROM _duckstream_runs WHERE model = 'm' ORDER BY run")
+    assert [r for (r,) in runs.fetchall()] == [1, 2]
+
+
 @pytest.mark.parametrize("ended_rows", ["from_files", "by_time_travel"])
 def test_rows_sharing_a_row_id_never_retract_the_wrong_row(lake, caplog, monkeypatch, ended_rows):
     """DuckLake 0.4 commits rows inserted and then updated (with file-backed rows) in one

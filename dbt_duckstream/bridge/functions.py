@@ -5,8 +5,10 @@ functions on the connection dbt uses; each runs on its own cursor of that connec
 model's run is one transaction of its own (the runtime's, the same as from Python), and the
 macro only orchestrates hooks, logging and dbt's results.
 
-Errors come back as ``{"error": message}`` so that the macro can fail the model with the
-message itself, rather than with DuckDB's wrapping of a Python exception.
+Errors come back as ``{"error": message, "database": ...}`` so that the macro can fail the
+model with the message itself, rather than with DuckDB's wrapping of a Python exception: as a
+database error when the database failed (a DuckDB error, a catalog contended past every retry),
+else as a compilation error (SQL that cannot be maintained, a wrong setting).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from ..errors import DuckstreamError
+from ..errors import ContendedCatalogError, DuckstreamError
 from ..runtime import model_run, runlog
 from ..runtime.consistency import differences_sql
 from ..runtime.decide import rebuild_above
@@ -132,7 +134,10 @@ def _json_udf(
         try:
             return json.dumps(function(cursor, request))
         except (DuckstreamError, duckdb.Error) as error:
-            return json.dumps({"error": str(error), "kind": type(error).__name__})
+            database = isinstance(error, (duckdb.Error, ContendedCatalogError))
+            return json.dumps(
+                {"error": str(error), "kind": type(error).__name__, "database": database}
+            )
         finally:
             cursor.close()
 

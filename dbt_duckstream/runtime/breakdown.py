@@ -6,7 +6,12 @@ therefore times its phases, and says so in its summary (the dbt run line and
 ``adapter_response._message``)::
 
     ... snapshots lake 5->9; bind 0.1 ms, decide 2.1 ms, read 1.3 ms, delta 3.0 ms,
-    write 1.2 ms, commit 4.4 ms
+    write 1.2 ms, commit 4.4 ms, transaction 6.1 ms
+
+``transaction`` is the length of the run's write transaction that committed, from ``BEGIN``
+to the end of ``COMMIT`` (it includes its ``write`` and ``commit``): the window in which
+another writer's commit can make the run's commit fail. A run that lost commits says how many times
+it retried (``retries 2``).
 
 With ``DUCKSTREAM_PROFILE=1`` in the environment, the process also keeps DuckDB's query log
 in memory, and each run counts the statements it issued and, among them, the DuckLake
@@ -36,8 +41,12 @@ import duckdb
 
 #: the phases of a run, in the order they happen
 PHASES = ("bind", "decide", "read", "delta", "write", "commit")
+#: spans that enclose phases, reported beside them (never added to them)
+SPANS = ("transaction",)
 #: counts a profiled run adds to its breakdown
 COUNTS = ("statements", "catalog")
+#: counts any run adds when it has them
+TALLIES = ("retries",)
 #: the environment variable that turns profiling on
 PROFILE = "DUCKSTREAM_PROFILE"
 #: what DuckLake's catalog queries name: its metadata database
@@ -56,8 +65,10 @@ class Breakdown:
         self.ms[phase] = self.ms.get(phase, 0.0) + seconds * 1000
 
     def describe(self) -> str:
-        parts = [f"{name} {self.counts[name]}" for name in COUNTS if name in self.counts]
-        ordered = [p for p in PHASES if p in self.ms] + [p for p in self.ms if p not in PHASES]
+        counted = (*TALLIES, *COUNTS)
+        parts = [f"{name} {self.counts[name]}" for name in counted if name in self.counts]
+        listed = (*PHASES, *SPANS)
+        ordered = [p for p in listed if p in self.ms] + [p for p in self.ms if p not in listed]
         parts += [f"{phase} {self.ms[phase]:.1f} ms" for phase in ordered]
         return ", ".join(parts)
 
@@ -70,7 +81,7 @@ class Breakdown:
         only see dbt's run results)."""
         _, _, tail = summary.rpartition("; ")
         found = dict(_ENTRY.findall(tail))
-        known = set(PHASES) | set(COUNTS)
+        known = {*PHASES, *SPANS, *COUNTS, *TALLIES}
         return {k: float(v) for k, v in found.items() if k in known}
 
 
@@ -101,6 +112,20 @@ def phase(name: str) -> Generator[None]:
         found = _current.get()
         if found is not None:
             found.add(name, time.perf_counter() - started)
+
+
+def span(name: str, seconds: float) -> None:
+    """Set the current run's span ``name`` (if a run is being recorded): the last one wins."""
+    found = _current.get()
+    if found is not None:
+        found.ms[name] = seconds * 1000
+
+
+def tally(name: str, n: int = 1) -> None:
+    """Add ``n`` to the current run's count ``name``, if a run is being recorded."""
+    found = _current.get()
+    if found is not None:
+        found.counts[name] = found.counts.get(name, 0) + n
 
 
 def profiling() -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import threading
+import time
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from ..sql import (
     quote,
     unique_names,
 )
-from .breakdown import phase
+from .breakdown import phase, span
 from .turns import LAKE, PLANNING
 
 
@@ -143,6 +144,7 @@ def transaction(
     with ExitStack() as turns:
         turns.enter_context(sqlite_write_turn(con, files=sqlite))  # first, as every caller does
         turns.enter_context(LAKE.writing() if writes else LAKE.reading())
+        started = time.perf_counter()  # its turns taken: its own length
         con.execute("BEGIN TRANSACTION")
         try:
             yield
@@ -151,6 +153,8 @@ def transaction(
             raise
         with phase("commit" if writes else "decide"):
             con.execute("COMMIT")
+        if writes:  # the run's transaction that committed, not the attempts that lost
+            span("transaction", time.perf_counter() - started)
 
 
 def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:

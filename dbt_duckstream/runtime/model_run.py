@@ -18,7 +18,7 @@ import duckdb
 
 from ..compiler import IVMPlan
 from ..errors import ConfigurationError, DuckstreamError, UnsupportedSQLError
-from ..retry import retrying
+from ..retry import RetryPolicy, ducklake_paths, retrying
 from ..sql import TableRef
 from . import plan_cache
 from .breakdown import phase, recording
@@ -27,7 +27,7 @@ from .empty import without_empty_reads
 from .history import History
 from .history import read as read_history
 from .lake import table_ids
-from .run import RunResult, prepare, rebuild_unmaintainable, refresh, using
+from .run import WRITE_PATIENCE, RunResult, prepare, rebuild_unmaintainable, refresh, using
 from .turns import LAKE
 from .unchanged import known_unchanged
 
@@ -89,6 +89,8 @@ def _run(
                 con, sql, target, catalog=target.catalog, db=target.schema, reason=reason
             ),
             f"incremental_ivm {target.key}",
+            catalogs={k: v for k, v in ducklake_paths(con).items() if k == target.catalog},
+            policy=RetryPolicy.from_environment(patience=WRITE_PATIENCE),
         )
     return refresh(
         con, plan, full_refresh=full_refresh, rebuild_above=rebuild_above, history=history

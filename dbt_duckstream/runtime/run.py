@@ -1,9 +1,10 @@
 """Execute a plan against a DuckDB connection: first run, maintenance, or rebuild.
 
-Each run is one transaction, so it lands as one DuckLake snapshot or not at all: the model's
-rows, its operators' state and its cursors always move together, and a crash leaves the model
-as it was. What the run does is decided first (``decide``), from metadata alone; this module
-only carries the decision out.
+Each run writes in one transaction, so it lands as one DuckLake snapshot or not at all: the
+model's rows, its operators' state and its cursors always move together, and a crash leaves
+the model as it was. What the run does is decided first (``decide``), from metadata alone; a
+maintenance run then computes its delta at its pin into temporary tables (``compute``), and
+its transaction only writes it, short enough that other writers' commits rarely overlap it.
 """
 
 from __future__ import annotations
@@ -21,10 +22,18 @@ from ..compiler import STATE_PREFIX, IVMPlan, Maintenance, Schema, compile_ivm, 
 from ..compiler.operators.scan import AMBIGUOUS_ROWIDS
 from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
-from ..retry import LOGGER, ducklake_paths, retrying, sqlite_catalogs
+from ..retry import (
+    LOGGER,
+    RetryPolicy,
+    ducklake_paths,
+    is_retryable,
+    lost_commit,
+    retrying,
+    sqlite_catalogs,
+)
 from ..sql import TableRef, bare_statement, inlined, literal, quote
 from . import known_runs, runlog
-from .breakdown import Breakdown, phase
+from .breakdown import Breakdown, phase, tally
 from .counts import CountRead, counts_at_pins, remember
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
 from .feeds import Feed, FeedRequest, held
@@ -200,10 +209,12 @@ def refresh(
 
     A run whose estimated maintenance work exceeds ``rebuild_above`` of a rebuild's rebuilds
     instead (see ``decide``); None always maintains. The decision is taken in a read-only
-    transaction; the sources' deltas are then read once into the shared feed cache (``feeds``),
-    and the run writes in a transaction of its own, which it abandons if another run of the
-    same model committed in between. ``history``: the model's lake's snapshots as the run
-    read them before (``history``), extended to the pin and asked before the catalog.
+    transaction; the sources' deltas are then read once into the shared feed cache (``feeds``)
+    and the model's delta computed from them (``compute``), and the run writes in a
+    transaction of its own, which it abandons if another run of the same model committed in
+    between. A write that loses its commit to another writer is redone alone: what it writes
+    holds at the pin. ``history``: the model's lake's snapshots as the run read them before
+    (``history``), extended to the pin and asked before the catalog.
     """
     started = time.perf_counter()
 
@@ -234,11 +245,16 @@ def refresh(
         return situation, decide(situation)
 
     def carried_out(
-        situation: Situation, decision: Decision, feeds: dict[str, str]
+        situation: Situation,
+        decision: Decision,
+        feeds: dict[str, str],
+        computed: Computed | None = None,
     ) -> tuple[RunResult, Callable[[], None]]:
         """The decision carried out inside the run's transaction, and what the process
         learns once that transaction commits (the model's latest run: ``known_runs``)."""
-        result = execute(con, plan, decision, situation, feeds, lake_path=lake_path)
+        result = execute(
+            con, plan, decision, situation, feeds, lake_path=lake_path, computed=computed
+        )
         if result.strategy == Strategy.UNCHANGED and not decision.advance:
             return result, lambda: None
         result.seconds = time.perf_counter() - started
@@ -293,14 +309,6 @@ def refresh(
         return result
 
     def decided_and_carried_out(files: list[str]) -> RunResult:
-        if files:
-            # a SQLite catalog's writers take turns for a whole transaction (see ``retry``),
-            # and a run split in two loses its commit to the reads between them: one
-            # transaction, which reads its feeds itself
-            with transaction(con, sqlite=files):
-                result, learned = carried_out(*decided(), {})
-            learned()
-            return result
         with phase("decide"), transaction(con, writes=False, sqlite=files):
             situation, decision = decided()
         if decision.strategy is Strategy.UNCHANGED and not decision.advance:
@@ -314,20 +322,62 @@ def refresh(
                     entries = holding.enter_context(held(con, requests, situation.lakes))
             feeds = {key: entry.relation for key, entry in entries.items()}
             decision = _noting_time_travel(plan, decision, entries)
-            with transaction(con, sqlite=files):
-                _check_no_run_since(con, plan.target, situation)
-                result, learned = carried_out(situation, decision, feeds)
+            computed = None
+            if decision.strategy is Strategy.INCREMENTAL:
+                # the delta, at the pin, into temporary tables: the write transaction only
+                # writes it, so other writers' commits rarely overlap it
+                with LAKE.reading():
+                    computed = compute(con, plan, decision, feeds)
+
+            def written() -> tuple[RunResult, Callable[[], None]]:
+                with transaction(con, sqlite=files):
+                    _check_no_run_since(con, plan.target, situation)
+                    return carried_out(situation, decision, feeds, computed)
+
+            # a lost commit redoes the write alone: what it writes holds at the pin, unless
+            # another run of the model committed (``ConcurrentRunError``: then all is redone)
+            try:
+                result, learned = retrying(
+                    written,
+                    f"incremental_ivm {plan.target.key} writing",
+                    redo=partial(_counted, lost_commit),
+                    catalogs=lake_catalog,
+                    policy=RetryPolicy.from_environment(patience=WRITE_PATIENCE),
+                )
+            finally:
+                cleaned_up(con, computed)
         learned()
         return result
 
     paths = ducklake_paths(con)
     files, lake_path = sqlite_catalogs(con, paths), paths.get(plan.target.catalog)
+    lake_catalog = {plan.target.catalog: lake_path} if lake_path else None
     # a run that loses a commit race to another writer (or to another run of the same model)
     # reruns whole: new pin, new decision
     with sound_optimizers(con, plan.sql), restored(con):
-        result = retrying(run, f"incremental_ivm {plan.target.key}")
+        result = retrying(
+            run,
+            f"incremental_ivm {plan.target.key}",
+            catalogs=lake_catalog,
+            redo=partial(_counted, is_retryable),
+            policy=RetryPolicy.from_environment(patience=WRITE_PATIENCE),
+        )
     result.seconds = time.perf_counter() - started
     return result
+
+
+#: how long a run keeps redoing a write (or, for a build, the whole run) that loses its commit
+#: to other writers, in seconds (``DUCKSTREAM_COMMIT_WAIT``): beside a writer that commits
+#: several times a second on a SQLite catalog most attempts lose, and the run waits rather
+#: than fails, saying why at each retry (``retry``)
+WRITE_PATIENCE = 120.0
+
+
+def _counted(retryable: Callable[[BaseException], bool], error: BaseException) -> bool:
+    """``retryable(error)``, counting the run's retries in its breakdown."""
+    if found := retryable(error):
+        tally("retries")
+    return found
 
 
 def _latest_run(
@@ -441,9 +491,11 @@ def execute(
     feeds: dict[str, str] | None = None,
     *,
     lake_path: str | None = None,
+    computed: Computed | None = None,
 ) -> RunResult:
     """Carry a decision out, inside the run's transaction; ``lake_path``: where the model's
-    DuckLake keeps its catalog (``inlining``)."""
+    DuckLake keeps its catalog (``inlining``); ``computed``: a maintenance run's delta, when
+    computed before the transaction (``compute``)."""
     result = RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
     if decision.strategy is Strategy.UNCHANGED:
         return result
@@ -456,7 +508,7 @@ def execute(
             with phase("write"):
                 _rebuild(con, plan, decision, result)
         else:
-            _maintain(con, plan, decision, result, feeds or {})
+            _maintain(con, plan, decision, result, feeds or {}, computed)
     return result
 
 
@@ -610,6 +662,7 @@ def rebuild_unmaintainable(
 
     One transaction, like a maintenance run: the table is replaced, and any cursors and state
     of an earlier maintainable version are dropped, so a later maintainable version starts over.
+    The rows are computed before it, into a temporary table, so that it only writes them.
     """
     started = time.perf_counter()
     sql = bare_statement(sql)
@@ -617,38 +670,52 @@ def rebuild_unmaintainable(
         raise ConfigurationError(f"model {target.key} must live in a DuckLake catalog")
     result = RunResult(target.key, Strategy.REBUILD, reason, {})
     runlog.ensure(con, target)
-    with transaction(con):
-        _drop_view_in_the_way(con, target)
-        con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
-        with using(con, catalog, db), sound_optimizers(con, sql):
-            row = con.execute(f"CREATE TABLE {target.sql()} AS {sql}").fetchone()
-        _drop_state_tables(con, target, keep=set())
-        result.rows_inserted = int(row[0]) if row else 0
-        result.seconds = time.perf_counter() - started
-        registered = runlog.RegisteredModel(sql, catalog, db, "rebuild")
-        runlog.append(
-            con,
-            target,
-            runlog.Entry(
-                result.strategy,
-                reason,
-                rows_inserted=result.rows_inserted,
-                seconds=result.seconds,
-                registered=registered,
-            ),
-        )
-        _label(con, target, result)
+    rows = f"temp.main.{quote(f'_ivm_{target.name}_rebuilt')}"
+    with phase("delta"), LAKE.reading(), using(con, catalog, db), sound_optimizers(con, sql):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {rows} AS {sql}")
+    try:
+        with transaction(con):
+            _drop_view_in_the_way(con, target)
+            con.execute(f"DROP TABLE IF EXISTS {target.sql()}")
+            with phase("write"):
+                row = con.execute(f"CREATE TABLE {target.sql()} AS FROM {rows}").fetchone()
+            _drop_state_tables(con, target, keep=set())
+            result.rows_inserted = int(row[0]) if row else 0
+            result.seconds = time.perf_counter() - started
+            registered = runlog.RegisteredModel(sql, catalog, db, "rebuild")
+            runlog.append(
+                con,
+                target,
+                runlog.Entry(
+                    result.strategy,
+                    reason,
+                    rows_inserted=result.rows_inserted,
+                    seconds=result.seconds,
+                    registered=registered,
+                ),
+            )
+            _label(con, target, result)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {rows}")
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _maintain(
-    con: duckdb.DuckDBPyConnection,
-    plan: IVMPlan,
-    decision: Decision,
-    result: RunResult,
-    feeds: dict[str, str],
-) -> None:
+@dataclass(frozen=True)
+class Computed:
+    """A maintenance run's delta at its pin, in temporary tables of the session (not the
+    lake), with the rows it inserts and deletes: all its write transaction needs, and still
+    right after a lost commit unless another run of the model committed."""
+
+    maintenance: Maintenance | None
+    inserted: int = 0
+    deleted: int = 0
+
+
+def compute(
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, feeds: dict[str, str]
+) -> Computed:
+    """Compute the delta a maintenance run writes (``Maintenance.build``)."""
     maintenance = plan.maintenance(
         decision.windows,
         decision.changed,
@@ -658,24 +725,41 @@ def _maintain(
         decision.large_tables,
     )
     if maintenance is None:
-        return
+        return Computed(None)
     with phase("delta"), feed_safe_optimizers(con):  # only feed reads need them off
         for statement in maintenance.build:
             con.execute(statement)
+        row = con.execute(
+            "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
+            f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {maintenance.delta_table}"
+        ).fetchone()
+    assert row is not None
+    return Computed(maintenance, int(row[0]), int(row[1]))
+
+
+def _maintain(
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    decision: Decision,
+    result: RunResult,
+    feeds: dict[str, str],
+    computed: Computed | None = None,
+) -> None:
+    if computed is None:  # computed inside the transaction: its temporary tables stay
+        computed = compute(con, plan, decision, feeds)
+    if computed.maintenance is None:
+        return
     with phase("write"):
-        _apply(con, plan, maintenance, result)
+        _apply(con, plan, computed, result)
 
 
 def _apply(
-    con: duckdb.DuckDBPyConnection, plan: IVMPlan, maintenance: Maintenance, result: RunResult
+    con: duckdb.DuckDBPyConnection, plan: IVMPlan, computed: Computed, result: RunResult
 ) -> None:
     """Write the computed delta to the model and its state tables."""
-    row = con.execute(
-        "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
-        f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {maintenance.delta_table}"
-    ).fetchone()
-    assert row is not None
-    result.rows_inserted, result.rows_deleted = int(row[0]), int(row[1])
+    maintenance = computed.maintenance
+    assert maintenance is not None
+    result.rows_inserted, result.rows_deleted = computed.inserted, computed.deleted
     if result.rows_deleted or (result.rows_inserted and not maintenance.deletes_only_retracted):
         row = apply_statement(con, maintenance.delete).fetchone()
         deleted = int(row[0]) if row else 0
@@ -689,9 +773,18 @@ def _apply(
             )
     if result.rows_inserted:
         apply_statement(con, maintenance.insert)
-    for statement in [*maintenance.always, *maintenance.cleanup]:
+    for statement in maintenance.always:
         apply_statement(con, statement)
     result.statements = maintenance.all()
+
+
+def cleaned_up(con: duckdb.DuckDBPyConnection, computed: Computed | None) -> None:
+    """Drop a maintenance run's temporary tables, once its transaction has ended: a commit
+    that fails in the lake has committed the session's own catalog already, so a drop inside
+    it would leave a retried write without its delta."""
+    with LAKE.reading():  # no lake table, but a statement on the instance all the same
+        for statement in computed.maintenance.cleanup if computed and computed.maintenance else []:
+            con.execute(statement)
 
 
 class UnmatchedRetractions(Exception):
