@@ -635,7 +635,6 @@ def optimizers_off(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Gene
     with _changing_settings(), _guard:
         current = disabled_optimizers(con)
         # off already, and not by another block that will restore them: nothing to change
-        # (every block, in a process that turned them off for good)
         unchanged = _guard_users == 0 and not _guard_pending and set(names) <= set(current)
         if not unchanged:
             if _guard_users == 0 and not _guard_pending:

@@ -52,15 +52,6 @@ def _row_groups_read(file_rows: str, deleted: str) -> str:
 _MEMO: Memo[tuple[str, int, tuple[int, int]], WindowRows] = Memo()
 
 
-def window_rows(
-    con: duckdb.DuckDBPyConnection, lake: str, catalog: str, spans: dict[int, tuple[int, int]]
-) -> WindowRows:
-    """What the tables (ids) of ``catalog``, a lake ``lake`` (``lake.lake_identity``), changed
-    over their spans of snapshots ``(old, new]``, together (``per_table``)."""
-    found = per_table(con, lake, catalog, spans).values()
-    return WindowRows(*(sum(getattr(r, f) for r in found) for f in _FIELDS))
-
-
 def per_table(
     con: duckdb.DuckDBPyConnection, lake: str, catalog: str, spans: dict[int, tuple[int, int]]
 ) -> dict[int, WindowRows]:
@@ -78,9 +69,6 @@ def per_table(
 
     found = _MEMO.get(((lake, t, span) for t, span in sorted(spans.items())), read)
     return {table: rows for (_, table, _), rows in found.items()}
-
-
-_FIELDS = ("inserted", "pre_images", "deleted", "inlined_deleted")
 
 
 def _read(
