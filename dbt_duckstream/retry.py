@@ -31,7 +31,9 @@ maintenance run) loses to any short one (a pipeline's commit) that starts commit
 and with a pipeline committing every fraction of a second, it loses on every retry. Writers of
 one SQLite catalog therefore take turns: ``sqlite_write_turn`` holds an exclusive lock on a file
 beside the catalog for the length of a transaction, and every transaction of this package
-(maintenance runs, Spark commits) takes it (``lake.transaction``). Readers are another matter:
+(maintenance runs, Spark commits) takes it (``lake.transaction``). Writers that are not this
+package take no turns; against them, an attempt that follows a lost commit holds SQLite's own
+write lock until its commit (``runtime.sqlite_hold``, counted by ``commits_lost``). Readers are another matter:
 dbt's own queries read the lake from other threads, and a commit in SQLite's default journal
 mode cannot pass a reader, so SQLite catalogs are attached in WAL mode
 (``lake.catalog_defaults``).
@@ -61,6 +63,7 @@ import random
 import time
 from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -72,6 +75,16 @@ from .sql import BUILTIN
 LOGGER = logging.getLogger("dbt_duckstream")
 
 T = TypeVar("T")
+
+#: commits lost so far by the units being retried around the caller: a transaction taken after
+#: a loss holds its SQLite catalog's write lock while it runs (``runtime.sqlite_hold``)
+_LOST = ContextVar("duckstream_commits_lost", default=0)
+
+
+def commits_lost() -> int:
+    """How many commits the enclosing ``retrying`` units have lost so far (0 outside them)."""
+    return _LOST.get()
+
 
 #: fragments of the messages of failures that a rerun of the same unit can get past
 RETRYABLE_MESSAGES = (
@@ -173,30 +186,49 @@ def retrying(
     policy = policy or RetryPolicy.from_environment()
     started = time.monotonic()
     attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return unit()
-        except Exception as error:
-            if not redo(error):
-                raise
-            waited = time.monotonic() - started
-            if attempt >= policy.attempts and waited >= policy.patience:
-                if catalogs:
-                    raise contended(what, error, catalogs, attempt, waited, policy) from error
-                raise
-            wait = policy.delay(min(attempt - 1, 16))
-            LOGGER.warning(
-                "%s lost a commit race (attempt %d of %s), retrying in %.2fs: %s",
-                what,
-                attempt,
-                f"{policy.attempts}, or more within {policy.patience:.0f}s"
-                if policy.patience
-                else policy.attempts,
-                wait,
-                _first_line(error),
-            )
-            sleep(wait)
+    lost_before = _LOST.get()
+    try:
+        while True:
+            attempt += 1
+            try:
+                return unit()
+            except Exception as error:
+                if not redo(error):
+                    raise
+                _LOST.set(_LOST.get() + 1)
+                _wait_to_retry(what, error, attempt, started, policy, sleep, catalogs)
+    finally:
+        _LOST.set(lost_before)
+
+
+def _wait_to_retry(
+    what: str,
+    error: Exception,
+    attempt: int,
+    started: float,
+    policy: RetryPolicy,
+    sleep: Callable[[float], None],
+    catalogs: Mapping[str, str] | None,
+) -> None:
+    """Wait before attempt ``attempt + 1`` of a unit that lost its commit, saying why; or,
+    the policy spent, give up with ``error`` (named as a contended catalog when ``catalogs``)."""
+    waited = time.monotonic() - started
+    if attempt >= policy.attempts and waited >= policy.patience:
+        if catalogs:
+            raise contended(what, error, catalogs, attempt, waited, policy) from error
+        raise error
+    wait = policy.delay(min(attempt - 1, 16))
+    LOGGER.warning(
+        "%s lost a commit race (attempt %d of %s), retrying in %.2fs: %s",
+        what,
+        attempt,
+        f"{policy.attempts}, or more within {policy.patience:.0f}s"
+        if policy.patience
+        else policy.attempts,
+        wait,
+        _first_line(error),
+    )
+    sleep(wait)
 
 
 #: what to do about a catalog that other writers keep committing to, by its kind

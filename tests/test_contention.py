@@ -85,3 +85,61 @@ def test_giving_up_names_the_catalog_and_keeps_its_credentials_out() -> None:
     assert "secret" not in message
     assert (raised.value.catalog, raised.value.kind) == ("lake", "PostgreSQL")
     assert not is_retryable(raised.value), "an enclosing unit does not retry it again"
+
+
+ONE_COMMIT = """
+import sys
+import duckdb
+from tests.foreign_writer import connect
+con = connect(sys.argv[1], sys.argv[2])
+try:
+    con.execute("INSERT INTO lake.t VALUES (2)")
+    print("committed")
+except duckdb.Error as error:
+    print(str(error).splitlines()[-1])
+"""
+
+
+def test_a_transaction_after_a_lost_commit_holds_the_sqlite_catalog_against_others(
+    tmp_path: Path,
+) -> None:
+    """Beside a writer that commits back to back, a SQLite catalog fails nearly every commit
+    of a longer transaction. So an attempt that follows a lost commit holds the catalog's
+    write lock until its own commit: another process's commit fails meanwhile, and ours,
+    right after it lets go, succeeds. A first attempt holds nothing."""
+    import subprocess
+    import sys
+
+    import duckdb
+
+    from dbt_duckstream.runtime.lake import attach_lake, transaction
+
+    catalog, data = f"sqlite:{tmp_path / 'lake.sqlite'}", str(tmp_path / "data")
+    con = duckdb.connect()
+    attach_lake(con, catalog, data_path=data)
+    con.execute("CREATE TABLE lake.t AS SELECT 1 AS x")
+
+    def other_process_commits() -> str:
+        found = subprocess.run(
+            [sys.executable, "-c", ONE_COMMIT, catalog, data],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return found.stdout.strip()
+
+    said: list[str] = []
+
+    def write() -> None:
+        with transaction(con):
+            con.execute("INSERT INTO lake.t VALUES (3)")
+            said.append(other_process_commits())
+            if len(said) == 1:
+                raise RuntimeError("Failed to flush changes into DuckLake: database is locked")
+
+    retrying(write, "a write", policy=RetryPolicy(base_delay=0.0), sleep=lambda _: None)
+    assert said[0] == "committed", "a first attempt holds nothing"
+    assert "database is locked" in said[1], said
+    assert sorted(r[0] for r in con.execute("SELECT x FROM lake.t").fetchall()) == [1, 2, 3]
+    assert other_process_commits() == "committed", "the hold ends with the transaction"

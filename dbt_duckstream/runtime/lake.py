@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import ConfigurationError
-from ..retry import sqlite_write_turn
+from ..retry import commits_lost, ducklake_paths, sqlite_write_turn
 from ..sql import (
     BUILTIN,
     TableRef,
@@ -26,6 +26,7 @@ from ..sql import (
     unique_names,
 )
 from .breakdown import phase, span
+from .sqlite_hold import SqliteWriteHold
 from .turns import LAKE, PLANNING
 
 
@@ -137,24 +138,37 @@ def transaction(
     so the change feed placed them in a window already maintained), nor a commit apart from
     other statements (see ``turns``), and dbt runs several models at once on one instance.
     Writers of a SQLite catalog also take turns across processes, even to read (see
-    ``retry``). ``writes=False`` is for transactions that only read: they pin a snapshot and
-    read alongside each other. ``sqlite``: the SQLite catalog files attached to ``con``, when
-    the caller has looked them up already.
+    ``retry``), and a writing transaction taken after a lost commit holds the catalog's write
+    lock against other processes until its commit (``sqlite_hold``). ``writes=False`` is for
+    transactions that only read: they pin a snapshot and read alongside each other.
+    ``sqlite``: the SQLite catalog files attached to ``con``, when the caller has looked them
+    up already.
     """
     with ExitStack() as turns:
         turns.enter_context(sqlite_write_turn(con, files=sqlite))  # first, as every caller does
         turns.enter_context(LAKE.writing() if writes else LAKE.reading())
+        contended = writes and commits_lost() and sqlite != []
+        hold = SqliteWriteHold(con, _sqlite_aliases(con) if contended else ())
+        hold.acquire()
         started = time.perf_counter()  # its turns taken: its own length
-        con.execute("BEGIN TRANSACTION")
         try:
-            yield
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        finally:
+            hold.release()
         with phase("commit" if writes else "decide"):
             con.execute("COMMIT")
         if writes:  # the run's transaction that committed, not the attempts that lost
             span("transaction", time.perf_counter() - started)
+
+
+def _sqlite_aliases(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The attached DuckLakes whose catalog is a SQLite file."""
+    return [alias for alias, path in ducklake_paths(con).items() if path.startswith("sqlite:")]
 
 
 def describe(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:
