@@ -33,10 +33,10 @@ one SQLite catalog therefore take turns: ``sqlite_write_turn`` holds an exclusiv
 beside the catalog for the length of a transaction, and every transaction of this package
 (maintenance runs, Spark commits) takes it (``lake.transaction``). Writers that are not this
 package take no turns; against them, an attempt that follows a lost commit holds SQLite's own
-write lock until its commit (``runtime.sqlite_hold``, counted by ``commits_lost``). Readers are another matter:
-dbt's own queries read the lake from other threads, and a commit in SQLite's default journal
-mode cannot pass a reader, so SQLite catalogs are attached in WAL mode
-(``lake.catalog_defaults``).
+write lock until its commit (``runtime.sqlite_hold``, counted by ``commits_lost``). Readers
+are another matter: dbt's own queries read the lake from other threads, and a commit in
+SQLite's default journal mode cannot pass a reader, so SQLite catalogs are attached in WAL
+mode (``lake.catalog_defaults``).
 
 >>> is_retryable(RuntimeError("Failed to flush changes into DuckLake: database is locked"))
 True
