@@ -320,3 +320,45 @@ def test_a_widened_column_is_widened_in_the_change_table():
             )
         assert kinds["w"] == "DOUBLE"
         assert captured_rows(lake, "k, v, w") == [(1, "a", 1.5), (2, "b", 2.5)]
+
+
+# -- what the cost estimate prices ---------------------------------------------------------------
+
+
+def test_the_estimate_prices_captured_pre_images_as_the_rows_read_not_their_row_groups():
+    """A merge ending 2 of 2,000 file rows: read from the change table, its pre-images cost
+    those 2 rows; the same deletions by DuckDB SQL cost the row groups that held them (the
+    whole file here), as the reader of data files decodes them."""
+    from dbt_duckstream.runtime.decide.costs import PRE_IMAGE_WEIGHT, estimate
+    from dbt_duckstream.runtime.lake import lake_identity, table_ids
+
+    rows = tuple((k, "a", float(k), None) for k in range(2_000))
+    priced = {}
+    for how, step in (
+        (
+            "captured",
+            Step("merge", ((1, "delete", None, None, None), (2, "delete", None, None, None))),
+        ),
+        ("sql", Step("sql", statements=("DELETE FROM raw.t WHERE k IN (1, 2)",))),
+    ):
+        with fresh_lake() as lake:
+            Step("overwrite", rows).apply(lake)
+            with attached(lake) as con:
+                plan = prepare(con, VIEWS["positive"], "positive", catalog="lake")
+                refresh(con, plan, rebuild_above=None)
+                (old,) = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()
+                writing(con, lake, step)
+                (new,) = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()
+                ids = table_ids(con, [SOURCE, plan.target])
+                priced[how] = estimate(
+                    con,
+                    plan,
+                    {"lake": (old, new)},
+                    {SOURCE.key: (old, new)},
+                    ids,
+                    {SOURCE.key: len(rows), plan.target.key: len(rows)},
+                    lambda catalog, con=con: lake_identity(con, catalog),
+                )
+    assert priced["captured"].changed_rows == priced["sql"].changed_rows == 2
+    difference = priced["sql"].maintain_rows - priced["captured"].maintain_rows
+    assert difference == int(PRE_IMAGE_WEIGHT * len(rows)) - 2

@@ -30,6 +30,7 @@ from ..sql import TableRef, inlined, quote
 from . import preimages
 from .change_tables import BEGIN, ROWID, TABLE_ID, change_table
 from .lake import FLUSH, REWRITE, live_at, metadata_catalog, snapshot_changes
+from .memo import Memo
 
 #: what a snapshot does to a table when it ends rows, and when it adds rows
 ENDINGS = frozenset({"deleted_from_table", "inlined_delete"})
@@ -61,30 +62,17 @@ def ended_rows(
 ) -> CapturedRows:
     """The rows of ``table`` (id ``table_id``) alive at ``old`` whose version ended in
     ``(old, new]``: ``columns`` named as asked and typed as at ``old``, and ``rowid``."""
-    if old >= new:
+    found = coverage(con, table, table_id, old, new) if old < new else None
+    if found is None:
         return CapturedRows(preimages.ended_rows(con, table, old, new, columns))
-    target = change_table(table)
-    target_id = _table_id_at(con, target, new)
-    if target_id is None:
-        return CapturedRows(preimages.ended_rows(con, table, old, new, columns))
-    changes = snapshot_changes(con, table.catalog, old, new, {table_id, target_id})
-    ending = {c.snapshot_id for c in changes if c.table_id == table_id and c.kind in ENDINGS}
-    captured = {
-        c.snapshot_id for c in changes if c.table_id == target_id and c.kind in INSERTIONS
-    } & ending
+    ending, captured = found.ending, found.captured
     if not captured:
         rows = preimages.ended_rows(con, table, old, new, columns)
         if not ending:
             return CapturedRows(rows)
         return CapturedRows(rows, _from_files(table, sorted(ending), "captured no pre-images"))
-    unusable = sorted(
-        {
-            c.kind
-            for c in changes
-            if (c.table_id == table_id and c.kind in SOURCE_UNUSABLE)
-            or (c.table_id == target_id and c.kind in CHANGES_UNUSABLE)
-        }
-    )
+    target = change_table(table)
+    unusable = list(found.unusable)
     types, changed = _columns_at(con, table.catalog, table_id, old, new, columns)
     stored = _stored(con, target)
     missing = [c for c in columns if _match(c, types) is None or _match(c, stored) is None]
@@ -112,6 +100,69 @@ def ended_rows(
     union = f"SELECT * FROM ({files.sql})\nUNION ALL\n{read}"
     rows = preimages.EndedRows(union, "", files.data_files, files.inlined_tables)
     return CapturedRows(rows, f"ended rows of {table.key} read from captured pre-images; {note}")
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which snapshots of a window ended rows of a source, which of them captured those rows,
+    and what in the window makes the captures unusable (``SOURCE_UNUSABLE``,
+    ``CHANGES_UNUSABLE``; a change to a column read is checked by the reader)."""
+
+    ending: frozenset[int]
+    captured: frozenset[int]
+    unusable: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every row the window ended can be read from the change table."""
+        return bool(self.ending) and self.ending <= self.captured and not self.unusable
+
+
+def coverage(
+    con: duckdb.DuckDBPyConnection, table: TableRef, table_id: int, old: int, new: int
+) -> Coverage | None:
+    """What the source's writers captured in ``(old, new]``; None when it has no change
+    table. Two statements: the change table's id, the window's snapshot changes."""
+    target_id = _table_id_at(con, change_table(table), new)
+    if target_id is None:
+        return None
+    changes = snapshot_changes(con, table.catalog, old, new, {table_id, target_id})
+    ending = {c.snapshot_id for c in changes if c.table_id == table_id and c.kind in ENDINGS}
+    captured = {
+        c.snapshot_id for c in changes if c.table_id == target_id and c.kind in INSERTIONS
+    } & ending
+    unusable = {
+        c.kind
+        for c in changes
+        if (c.table_id == table_id and c.kind in SOURCE_UNUSABLE)
+        or (c.table_id == target_id and c.kind in CHANGES_UNUSABLE)
+    }
+    return Coverage(frozenset(ending), frozenset(captured), tuple(sorted(unusable)))
+
+
+#: per (lake, source table id, window): whether the writers captured every row it ended
+_COMPLETE: Memo[tuple[str, int, tuple[int, int]], bool] = Memo()
+
+
+def captured_all(
+    con: duckdb.DuckDBPyConnection,
+    lake: str,
+    table: TableRef,
+    table_id: int,
+    window: tuple[int, int],
+) -> bool:
+    """Whether every row the window ``(old, new]`` ended in ``table`` (id ``table_id``, of
+    the lake ``lake``) is in its change table: then reading them costs a read of those rows,
+    not of the row groups of the data files that held them (what the cost estimate prices).
+    Read once per process (``memo``)."""
+    key = (lake, table_id, window)
+
+    def read(keys: list[tuple[str, int, tuple[int, int]]]) -> dict:
+        old, new = window
+        found = coverage(con, table, table_id, old, new) if old < new else None
+        return {key: found is not None and found.complete}
+
+    return _COMPLETE.get([key], read)[key]
 
 
 def _from_files(table: TableRef, snapshots: list[int], why: str) -> str:

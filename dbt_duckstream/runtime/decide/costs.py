@@ -12,6 +12,7 @@ import duckdb
 
 from ...compiler import IVMPlan
 from ...compiler.operators import Filter, Join, Operator, Scan
+from ..captured import captured_all
 from ..key_ranges import NarrowedRead, narrowed_rows
 from ..lake import metadata_catalog
 from ..near_reads import NearRead, near_reads, near_rows, reads_changed, rows_read
@@ -143,6 +144,8 @@ def estimate(
     rows: dict[str, int] = {}
     #: what the window changed, per changed source (key)
     changes: dict[str, WindowRows] = {}
+    #: changed sources whose writers captured every row the window ended (``captured``)
+    captured: set[str] = set()
     tables = [*plan.sources, plan.target]
     for catalog in windows:
         known = {
@@ -154,11 +157,22 @@ def estimate(
         touched = {tid: spans[key] for key, tid in known.items() if key in spans}
         found = per_table(con, lake(catalog), catalog, touched)
         changes |= {key: found[tid] for key, tid in known.items() if tid in found}
+        captured |= {
+            t.key
+            for t in plan.sources
+            if t.key in touched_keys(known, found)
+            and captured_all(con, lake(catalog), t, known[t.key], spans[t.key])
+        }
     inserted_rows = sum(c.inserted for c in changes.values())
     deleted_rows = sum(c.deleted for c in changes.values())
     #: deleted rows whose old values DuckLake keeps in its catalog (inlined): cheap to look up
     cheap_deleted = sum(c.inlined_deleted for c in changes.values())
-    feed_rows = inserted_rows + int(PRE_IMAGE_WEIGHT * sum(c.pre_images for c in changes.values()))
+    #: the row groups of data files read for the rows they ended; a change table's rows instead
+    pre_images = sum(
+        c.deleted if key in captured else PRE_IMAGE_WEIGHT * c.pre_images
+        for key, c in changes.items()
+    )
+    feed_rows = inserted_rows + int(pre_images)
     model_rows = rows.pop(plan.target.key, 0)
     narrowed: dict[NarrowedRead, int] = {}
     terms = list(_join_terms(plan.root, changed, _large(rows)))
@@ -180,6 +194,12 @@ def estimate(
         + full_reads(plan.root, changed, rows, narrowed, terms, near),
         sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
     )
+
+
+def touched_keys(known: dict[str, int], found: dict[int, WindowRows]) -> set[str]:
+    """The tables (keys) among ``known`` (key to id) whose window ended rows of data files:
+    those whose pre-images a change table may hold."""
+    return {key for key, tid in known.items() if tid in found and found[tid].pre_images}
 
 
 #: maintained and rebuilt runs with an estimate that the correction needs, at least
