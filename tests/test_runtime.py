@@ -733,6 +733,11 @@ def test_a_batch_costlier_to_maintain_than_to_rebuild_rebuilds(lake):
     assert large.strategy == "rebuild"
     assert "cheaper than maintenance" in large.reason, large.reason
     assert lake_module.table_id(lake, m.plan.target) == table  # refilled, not recreated
+    # its rows computed before its write transaction, which copies them; then dropped
+    copied = 'INSERT INTO "lake"."main"."per_key" SELECT * FROM temp.main."_ivm_per_key_refill"'
+    assert copied in large.statements, large.statements
+    temporary = "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_ivm_%_refill'"
+    assert lake.execute(temporary).fetchone() == (0,)
     (state,) = m.plan.state_tables  # the sums per key: dropped, not refilled
     assert lake_module.table_id(lake, state) is None
     m.assert_consistent()

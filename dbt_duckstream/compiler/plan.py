@@ -125,7 +125,7 @@ class IVMPlan:
         catalog, db = self.default_schema
         return pinned_sql(self.sql, catalog, db, versions)
 
-    def refill_sql(self, snapshots: Snapshots) -> list[str]:
+    def refill_sql(self, snapshots: Snapshots, rows: str | None = None) -> list[str]:
         """Statements that refill the model's existing table at the new snapshot with the
         model's own SQL, and drop its state tables.
 
@@ -139,14 +139,21 @@ class IVMPlan:
 
         A model with an ASOF join is refilled from the operator tree instead: DuckDB 1.5.5's
         own ASOF join sometimes matches a row whose time is NULL (``operators.asof_join``),
-        which maintenance never does."""
-        asof = any(isinstance(n, AsofJoin) for n in self.root.walk())
-        rows = self.recompute_sql(snapshots) if asof else self.pinned_query(snapshots)
+        which maintenance never does.
+
+        ``rows``: a relation holding ``refill_rows_sql``'s rows already (computed before the
+        write transaction, which then only copies them)."""
+        query = f"SELECT * FROM {rows}" if rows else self.refill_rows_sql(snapshots)
         return [
             f"DELETE FROM {self.target.sql()}",
-            f"INSERT INTO {self.target.sql()} {rows}",
+            f"INSERT INTO {self.target.sql()} {query}",
             *(f"DROP TABLE IF EXISTS {table.sql()}" for table in self.state_tables),
         ]
+
+    def refill_rows_sql(self, snapshots: Snapshots) -> str:
+        """The rows a refill writes (``refill_sql``)."""
+        asof = any(isinstance(n, AsofJoin) for n in self.root.walk())
+        return self.recompute_sql(snapshots) if asof else self.pinned_query(snapshots)
 
     def maintenance(
         self,

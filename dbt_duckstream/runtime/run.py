@@ -328,6 +328,9 @@ def refresh(
                 # writes it, so other writers' commits rarely overlap it
                 with LAKE.reading():
                     computed = compute(con, plan, decision, feeds)
+            elif decision.refills:  # a rebuild for cost, likewise
+                with LAKE.reading():
+                    computed = refill_rows(con, plan, decision)
 
             def written() -> tuple[RunResult, Callable[[], None]]:
                 with transaction(con, sqlite=files):
@@ -506,7 +509,7 @@ def execute(
     with exact_floats(con, exact):
         if building:
             with phase("write"):
-                _rebuild(con, plan, decision, result)
+                _rebuild(con, plan, decision, result, computed.refill if computed else None)
         else:
             _maintain(con, plan, decision, result, feeds or {}, computed)
     return result
@@ -710,6 +713,19 @@ class Computed:
     maintenance: Maintenance | None
     inserted: int = 0
     deleted: int = 0
+    #: a rebuild for cost's rows, in a temporary table (``refill_rows``)
+    refill: str | None = None
+
+
+def refill_rows(con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision) -> Computed:
+    """The rows a rebuild for cost writes, at the pin, into a temporary table: its write
+    transaction then copies them, as short beside other writers as a maintenance run's."""
+    rows = f"temp.main.{quote(f'_ivm_{plan.target.name}_refill')}"
+    with phase("delta"):
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {rows} AS {plan.refill_rows_sql(decision.windows)}"
+        )
+    return Computed(None, refill=rows)
 
 
 def compute(
@@ -785,6 +801,8 @@ def cleaned_up(con: duckdb.DuckDBPyConnection, computed: Computed | None) -> Non
     with LAKE.reading():  # no lake table, but a statement on the instance all the same
         for statement in computed.maintenance.cleanup if computed and computed.maintenance else []:
             con.execute(statement)
+        if computed and computed.refill:
+            con.execute(f"DROP TABLE IF EXISTS {computed.refill}")
 
 
 class UnmatchedRetractions(Exception):
@@ -838,10 +856,14 @@ def _check_duckdb_plans(con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision:
 
 
 def _rebuild(
-    con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision, result: RunResult
+    con: duckdb.DuckDBPyConnection,
+    plan: IVMPlan,
+    decision: Decision,
+    result: RunResult,
+    refill: str | None = None,
 ) -> None:
     if decision.refills:
-        result.statements = plan.refill_sql(decision.windows)
+        result.statements = plan.refill_sql(decision.windows, refill)
     else:
         _check_duckdb_plans(con, plan, decision)
         _drop_view_in_the_way(con, plan.target)
