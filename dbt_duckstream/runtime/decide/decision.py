@@ -43,11 +43,12 @@ class Decision:
     appended: frozenset[str] = frozenset()
     #: the sources and state tables (keys) of at least ``LARGE_TABLE_ROWS`` rows
     large_tables: frozenset[str] = frozenset()
+    #: a rebuild chosen for cost that refills the model alone (``refills``)
+    refill: bool = False
 
     @property
     def refills(self) -> bool:
         """A rebuild chosen for cost: the model's table exists and is refilled in place, from
         its sources alone; its state tables are dropped (``IVMPlan.refill_sql``). A model that
-        usually maintains is built whole instead, state and all (``triggers.usually_maintains``:
-        its ``changed`` is left empty)."""
-        return self.strategy is Strategy.REBUILD and bool(self.changed)
+        usually maintains is built whole instead, state and all (``triggers.usually_maintains``)."""
+        return self.strategy is Strategy.REBUILD and self.refill

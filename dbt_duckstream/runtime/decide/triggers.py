@@ -79,11 +79,14 @@ def cheaper_to_rebuild(s: Situation) -> Decision | None:
     if not s.costs.rebuild_is_cheaper(s.rebuild_above):
         return None
     reason = f"cheaper than maintenance: {s.costs.describe()} (rebuild above {s.rebuild_above:.0%})"
-    if usually_maintains(s):
-        # a refill drops the state, and the next small batch would build it whole
+    # a refill drops the state, and the next small batch of a model that usually maintains
+    # would build it whole: such a model is built with its state instead
+    keeps_state = usually_maintains(s)
+    if keeps_state:
         reason += "; its state is built too, as the model usually maintains"
-        return Decision(Strategy.REBUILD, reason, s.build_window, frozenset(), s.costs)
-    return Decision(Strategy.REBUILD, reason, s.build_window, changed, s.costs)
+    return Decision(
+        Strategy.REBUILD, reason, s.build_window, changed, s.costs, refill=not keeps_state
+    )
 
 
 #: the model's recent runs that say whether it usually maintains
