@@ -21,6 +21,26 @@ def lake():
         yield con
 
 
+@pytest.fixture(scope="module")
+def postgres():
+    """A private PostgreSQL server, shared by a module's tests (it starts in seconds)."""
+    from .postgres import postgres_server
+
+    with postgres_server() as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local Spark session, shared by a module's tests (its JVM starts in seconds)."""
+    from dbt_duckstream.spark import spark_session
+
+    session = spark_session("local[2]")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
 def pytest_configure(config):
     worker = getattr(config, "workerinput", None)
     if worker is not None:

@@ -7,8 +7,6 @@ own code, and the ``slow`` family below more through Spark.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +16,6 @@ pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import SparkSession  # noqa: E402
 
 from dbt_duckstream.runtime.change_tables import change_table  # noqa: E402
-from dbt_duckstream.spark import spark_session  # noqa: E402
 
 from .capture_histories import (  # noqa: E402
     SOURCE,
@@ -31,14 +28,6 @@ from .capture_histories import (  # noqa: E402
 from .test_capture import windows  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("spark")
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = spark_session("local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def check(spark: SparkSession, history, inline_limit: int) -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 
 from .harness import fresh_lake
-from .postgres import create_database, postgres_server
+from .postgres import create_database
 from .scenarios import Scenario, scenarios
 from .test_properties import FAMILIES, run_scenario
 from .test_unchanged import quick, run
@@ -26,12 +25,6 @@ VIEWS = {
     "ja_region": FAMILIES["join_aggregates"]["ja_region"],
     "n_cte_join": FAMILIES["nesting"]["n_cte_join"],
 }
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
 
 
 @settings(max_examples=10)

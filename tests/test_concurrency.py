@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -33,7 +32,7 @@ from dbt_duckstream.runtime.lake import attach_lake
 from .dbt_project import FALLBACK_MODELS
 from .harness import assert_consistent
 from .lake_project import CatalogProject, assert_equals_reference, seed, source_writer
-from .postgres import create_database, postgres_server
+from .postgres import create_database
 
 pytestmark = pytest.mark.xdist_group("concurrency")
 
@@ -75,12 +74,6 @@ NOT_RACES = [
     "Constraint Error: NOT NULL constraint failed: t.k",
     "IO Error: No files found that match the pattern",
 ]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
 
 
 @pytest.mark.parametrize("message", LOST_RACES)

@@ -13,25 +13,18 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from benchmarks.foreign_writers import session
 
-from .postgres import create_database, postgres_server
+from .postgres import create_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("concurrency")]
 
 SECONDS = float(os.environ.get("DUCKSTREAM_FOREIGN_SECONDS", "5"))
 LOADS = [(rate, threads) for rate in (1.0, 5.0, 20.0) for threads in (1, 4)]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

@@ -19,7 +19,6 @@ import doctest
 import itertools
 import tempfile
 import uuid
-from collections.abc import Iterator
 
 import duckdb
 import pytest
@@ -37,7 +36,7 @@ from dbt_duckstream.sql import TableRef, quote
 
 from .budget import SLOW_EXAMPLES
 from .harness import Model, fresh_lake
-from .postgres import create_database, postgres_server
+from .postgres import create_database
 from .scenarios import FLUSH, execute, flush_inlined_data
 
 T = TableRef("lake", "main", "t")
@@ -364,12 +363,6 @@ def test_ended_rows_equal_the_definition_on_a_sqlite_catalog(history, inline_lim
         fresh_lake(f"sqlite:{directory}/lake.sqlite") as con,
     ):
         check_history(con, history, inline_limit, row_group=4)
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
 
 
 @pytest.mark.slow

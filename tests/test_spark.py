@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,25 +17,10 @@ from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
 from dbt_duckstream.runtime.lake import attach_lake  # noqa: E402
-from dbt_duckstream.spark import spark_session  # noqa: E402
 
-from .postgres import create_database, postgres_server  # noqa: E402
+from .postgres import create_database  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("spark")
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = spark_session("local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
 
 
 @pytest.fixture(params=["duckdb", "sqlite", "postgres"])
