@@ -28,7 +28,8 @@ demo-core: setup
 # TPC-H at SCALE (1 by default, 10 for SF10) through dbt: each view an incremental_ivm model and
 # a table model of the same SQL, each side a fresh `dbt run` after every batch (one order, 0.1%
 # and 10% of lineitem; appends and mixed); report and plot in docs/benchmark/dbt (SF1) or
-# docs/benchmark/dbt/sf<SCALE>. BENCH_ARGS narrows it (`--batches one,0.001 --mixes append`).
+# docs/benchmark/dbt/sf<SCALE>. BENCH_ARGS narrows it (`--batches one,0.001 --mixes append`), or
+# adds the mixed batches Spark lands through the writer (`--mixes append,mixed,spark`).
 SCALE ?= 1
 BENCH_SUFFIX := $(if $(filter-out 1,$(SCALE)),/sf$(SCALE))
 bench: setup

@@ -1,7 +1,7 @@
 """The TPC-H benchmark through dbt: what a user's ``dbt run`` costs, maintained against rebuilt.
 
     python -m benchmarks.dbt_tpch [--scale 1] [--out docs/benchmark/dbt]
-                                  [--batches one,0.001,0.1] [--mixes append,mixed]
+                                  [--batches one,0.001,0.1] [--mixes append,mixed[,spark]]
                                   [--repetitions 3] [--views q1,q3,...]
 
 The views (``queries.VIEWS``) are the models of a dbt project (``twin_project``), built both as
@@ -11,7 +11,10 @@ alternating per repetition; each model's ``execution_time`` and strategy, its ru
 (``Breakdown.parse`` of its summary) and each invocation's wall time are kept. After each pair
 every maintained model must equal its ``table`` twin, or the benchmark stops. Batches: one
 order (``one``: appended, or one order each inserted, deleted and updated) or a share of
-lineitem's rows (``refresh.batch_for``); ``append`` or ``mixed``. Last, both sides run with no
+lineitem's rows (``refresh.batch_for``); ``append`` or ``mixed``, written by DuckDB SQL, or
+``spark``: mixed batches of the same shape and size that Spark lands through the project's
+writer (``spark_refresh``: merges that capture their pre-images; one Spark session for the
+whole benchmark, stopped before the runs with no change). Last, both sides run with no
 change. Both sides run with ``DUCKSTREAM_PROFILE=1``, so both pay the query log's overhead;
 last, the maintained side runs with and without it after one appended order, which measures
 that overhead.
@@ -26,6 +29,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -34,11 +38,14 @@ from dbt_duckstream.runtime.breakdown import PROFILE, Breakdown
 from dbt_duckstream.runtime.lake import attach_lake
 
 from . import dbt_report
-from .dbt_report import NONE, ONE, OVERHEAD
+from .dbt_report import NONE, ONE, OVERHEAD, SPARK
 from .queries import VIEWS
 from .refresh import LINES_PER_ORDER, MIXES, Batch, apply_batch, batch_for, generate
 from .tpch import check
 from .twin_project import MAINTAINED, REBUILT, SIDES, SOURCES, Side, Timed, run_side, write_project
+
+if TYPE_CHECKING:  # Spark is an extra: imported when a series has the spark mix
+    from .spark_refresh import SparkWriter
 
 SOURCE = f"lake.{SOURCES}"
 
@@ -47,7 +54,7 @@ SOURCE = f"lake.{SOURCES}"
 class Sample:
     """One model's run on one side after one batch."""
 
-    mix: str  # "append", "mixed", "none" (no change), or "overhead" (the profile's cost)
+    mix: str  # "append", "mixed", "spark", "none" (no change), "overhead" (the profile's cost)
     batch: str  # "one", a ratio ("0.001"), or "none"
     repetition: int
     view: str
@@ -86,36 +93,91 @@ class Series:
     setup_s: dict[str, float] = field(default_factory=dict)
 
 
+#: the mixes a series may run: DuckDB SQL's, and Spark's (``spark_refresh``)
+KNOWN_MIXES = (*MIXES, SPARK)
+
+
+def shape(mix: str) -> str:
+    """The refresh mix whose shape and sizes a mix's batches have: Spark's are mixed."""
+    return "mixed" if mix == SPARK else mix
+
+
 def one_order(mix: str) -> Batch:
     """One order appended, or one order each inserted, deleted and updated (and one
     lineitem's discount)."""
-    return Batch(0.0, LINES_PER_ORDER if mix == "append" else 3, mix)
+    return Batch(0.0, LINES_PER_ORDER if mix == "append" else 3, shape(mix))
+
+
+def _batch(con: duckdb.DuckDBPyConnection, mix: str, batch: str) -> Batch:
+    """What a batch of the mix touches: one order, or a share of lineitem's rows."""
+    return one_order(mix) if batch == ONE else batch_for(con, SOURCE, float(batch), shape(mix))
 
 
 class Lake:
     """The lake's files, opened from this process only between dbt runs (a DuckDB catalog
-    file is held by one process at a time)."""
+    file is held by one process at a time), and the Spark session that lands the ``spark``
+    mix's batches, started at the first of them (``spark_refresh`` says why it may stay up
+    while dbt runs)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
+        self._spark: SparkWriter | None = None
+
+    @property
+    def catalog(self) -> Path:
+        return self.directory / "lake.ducklake"
+
+    @property
+    def data_path(self) -> Path:
+        return self.directory / "data"
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect()
-        attach_lake(
-            con, str(self.directory / "lake.ducklake"), data_path=str(self.directory / "data")
-        )
+        attach_lake(con, str(self.catalog), data_path=str(self.data_path))
         return con
 
     def apply(self, mix: str, batch: str, seed: int) -> int:
         """Land one batch; the lineitem rows it touches."""
+        if mix == SPARK:
+            return self._land_with_spark(batch, seed)
         con = self.connect()
         try:
-            found = one_order(mix) if batch == ONE else batch_for(con, SOURCE, float(batch), mix)
+            found = _batch(con, mix, batch)
             apply_batch(con, SOURCE, found, seed)
         finally:
             con.close()
         return found.lineitems
+
+    def _land_with_spark(self, batch: str, seed: int) -> int:
+        """A Spark batch: drawn with this process's connection, written by Spark once it is
+        closed, so that the writer can open the catalog."""
+        from .spark_refresh import change_sets
+
+        con = self.connect()
+        try:
+            found = _batch(con, SPARK, batch)
+            changes = change_sets(con, SOURCE, found, seed)
+        finally:
+            con.close()
+        seconds = self.spark.land(changes, SOURCES)
+        _say(f"{SPARK:>6} {batch:>5}: the batch's four Spark jobs took {seconds:.2f} s")
+        return found.lineitems
+
+    @property
+    def spark(self) -> SparkWriter:
+        if self._spark is None:
+            from .spark_refresh import SparkWriter
+
+            self._spark = SparkWriter(self.catalog, self.data_path)
+        return self._spark
+
+    def stop_spark(self) -> None:
+        """Stop the Spark session if one was started: its JVM is not left running beside the
+        runs that follow."""
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
 
     def check_twins(self, views: list[str], when: str) -> None:
         """Every maintained model equals its ``table`` twin; the benchmark stops if not."""
@@ -155,13 +217,16 @@ def run(
             timed = run_side(side, project, env, views, launch)
             _record(series, timed, side, mix, batch, repetition, position == 0, rows)
 
-    for m, mix in enumerate(mixes):
-        for b, batch in enumerate(batches):
-            for repetition in range(repetitions):
-                seed = 10 * (100 * m + 10 * b + repetition) + 1
-                rows = lake.apply(mix, batch, seed)
-                pair(mix, batch, repetition, rows)
-                lake.check_twins(views, f"{mix} batch {batch}, repetition {repetition + 1}")
+    try:
+        for m, mix in enumerate(mixes):
+            for b, batch in enumerate(batches):
+                for repetition in range(repetitions):
+                    seed = 10 * (100 * m + 10 * b + repetition) + 1
+                    rows = lake.apply(mix, batch, seed)
+                    pair(mix, batch, repetition, rows)
+                    lake.check_twins(views, f"{mix} batch {batch}, repetition {repetition + 1}")
+    finally:
+        lake.stop_spark()
     for repetition in range(repetitions):
         pair(NONE, NONE, repetition, 0)
     if profiled:
@@ -290,7 +355,7 @@ def main(argv: list[str] | None = None) -> None:
     batches = _listed(args.batches)
     mixes = _listed(args.mixes)
     views = _listed(args.views)
-    for what, chosen, known in (("views", views, VIEWS), ("mixes", mixes, MIXES)):
+    for what, chosen, known in (("views", views, VIEWS), ("mixes", mixes, KNOWN_MIXES)):
         if set(chosen) - set(known):
             sys.exit(f"unknown {what} {sorted(set(chosen) - set(known))}; choose from {known}")
     for batch in batches:
