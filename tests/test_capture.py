@@ -362,3 +362,46 @@ def test_the_estimate_prices_captured_pre_images_as_the_rows_read_not_their_row_
     assert priced["captured"].changed_rows == priced["sql"].changed_rows == 2
     difference = priced["sql"].maintain_rows - priced["captured"].maintain_rows
     assert difference == int(PRE_IMAGE_WEIGHT * len(rows)) - 2
+
+
+def test_a_file_ending_whole_after_a_captured_merge_yields_each_ended_row_once():
+    """Found by the Spark family: a merge (captured) ends a row of the first file, and a later
+    SQL transaction touching a row twice ends that whole file. The file's rows are read but
+    for those the merge ended, which come from the change table; they used to come twice."""
+    nulls = (None, None, None, None)
+    overwrite = (nulls, nulls, (5, None, None, None), nulls, nulls, nulls, (7, None, None, None))
+    steps = [
+        Step("add_column"),
+        Step(
+            "merge",
+            (
+                (6, "delete", None, 1.5, None),
+                (7, "insert", "a", None, None),
+                (0, "insert", "c", None, 1),
+                (2, "insert", "c", 0.0, None),
+                (5, "insert", None, None, None),
+                (1, "upsert", None, None, -2),
+            ),
+        ),
+        Step(
+            "merge",
+            (
+                (8, "insert", "a", None, 0),
+                (4, "upsert", "c", -1.0, -2),
+                (7, "upsert", "b", None, None),
+            ),
+        ),
+        Step("expire"),
+        Step(
+            "sql",
+            statements=(
+                "UPDATE raw.t SET w = 9.5 WHERE k IN (5, 1)",
+                "UPDATE raw.t SET v = 'twice' WHERE k = 5",
+            ),
+        ),
+    ]
+    with fresh_lake() as lake:
+        points = play(lake, Step("overwrite", overwrite), steps)
+        with lake.connection() as con:
+            for old, new in windows(points):
+                assert_window(con, old, new)

@@ -468,7 +468,8 @@ class _Reader:
     def _event_ctes(self, files: list[_DataFile], deletes: list[_DeleteFile]) -> list[str]:
         """``_ev``: every deletion of the touched files up to ``new`` (file, position,
         snapshot); ``_ended``: positions whose first deletion falls in the window; ``_gone``:
-        positions deleted at or before ``old``."""
+        positions deleted at or before ``old``, or first deleted in a skipped snapshot (a file
+        that ended whole is read but for these: the caller reads the skipped ones elsewhere)."""
         sources = []
         for partial in (True, False):
             group = [d for d in deletes if (d.path in self.partial) == partial]
@@ -498,8 +499,13 @@ class _Reader:
             f"_ev(data_file_id, pos, snap) AS MATERIALIZED (\n  {events}\n)",
             "_ended AS (SELECT data_file_id, pos FROM _ev GROUP BY data_file_id, pos "
             f"HAVING min(snap) > {self.old} AND min(snap) <= {self.new}{self._kept('min(snap)')})",
-            f"_gone AS (SELECT DISTINCT data_file_id, pos FROM _ev WHERE snap <= {self.old})",
+            "_gone AS (SELECT data_file_id, pos FROM _ev GROUP BY data_file_id, pos "
+            f"HAVING min(snap) <= {self.old}{self._skipped('min(snap)')})",
         ]
+
+    def _skipped(self, snapshot: str) -> str:
+        """A condition taking in the skipped snapshots too (empty when none is)."""
+        return f" OR {snapshot} IN ({_ints(sorted(self.skip))})" if self.skip else ""
 
     def _kept(self, snapshot: str) -> str:
         """A condition leaving out the skipped snapshots (empty when none is)."""
