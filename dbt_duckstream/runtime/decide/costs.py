@@ -157,11 +157,11 @@ def estimate(
         touched = {tid: spans[key] for key, tid in known.items() if key in spans}
         found = per_table(con, lake(catalog), catalog, touched)
         changes |= {key: found[tid] for key, tid in known.items() if tid in found}
+        ended = touched_keys(known, found)
         captured |= {
             t.key
             for t in plan.sources
-            if t.key in touched_keys(known, found)
-            and captured_all(con, lake(catalog), t, known[t.key], spans[t.key])
+            if t.key in ended and captured_all(con, lake(catalog), t, known[t.key], spans[t.key])
         }
     inserted_rows = sum(c.inserted for c in changes.values())
     deleted_rows = sum(c.deleted for c in changes.values())
