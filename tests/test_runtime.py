@@ -597,6 +597,29 @@ def test_the_correction_weighs_measured_seconds_per_estimated_row():
     assert learned(runs(*maintained, ("rebuild", 1e-9, 100_000))) == 16.0
 
 
+def test_the_correction_learns_from_batches_of_the_windows_scale():
+    """Single orders near the choice cost far less per estimated row than 0.1% batches (their
+    keys fall in few row groups): what they teach must not price the large batches."""
+    learned = decide.learned_correction
+    rebuilt = PastRun("rebuild", 0.01, 100_000, 50_000)
+    # one-order runs: 1 ms per 10,000 estimated rows; 0.1% batches: 1 ms per 1,000
+    single = [PastRun("incremental", 0.003, 30_000, 12), PastRun("incremental", 0.003, 30_000, 9)]
+    batches = [
+        PastRun("incremental", 0.04, 40_000, 40_000),
+        PastRun("incremental", 0.06, 60_000, 60_000),
+    ]
+    past = [*single, *batches, rebuilt]
+    assert learned(past, 11) == pytest.approx(1)
+    assert learned(past, 50_000) == pytest.approx(10)
+    # a batch of a scale no run measured: the estimate as it is
+    assert learned(past, 1_000) == 1.0
+    assert learned([*single, rebuilt], 50_000) == 1.0
+    # runs logged before batches were counted teach only windows not counted either
+    uncounted = [PastRun(p.strategy, p.seconds, p.estimated_rows) for p in batches]
+    assert learned([*uncounted, rebuilt], 50_000) == 1.0
+    assert learned([*uncounted, rebuilt]) == pytest.approx(10)
+
+
 def test_the_cost_choice_learns_from_the_models_past_runs(lake):
     lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
     lake.execute("INSERT INTO big SELECT i % 10, i FROM range(100000) AS r(i)")
@@ -616,6 +639,7 @@ def test_the_cost_choice_learns_from_the_models_past_runs(lake):
     past = runlog.last(lake, m.plan.target).past
     assert [p.strategy for p in past[:3]] == ["incremental", "initial", "rebuild"]
     assert all(p.estimated_rows for p in past)
+    assert past[0].changed_rows == 3000
     m.assert_consistent()
 
 
@@ -624,7 +648,8 @@ def test_a_run_log_of_an_earlier_release_gains_the_new_columns(model, lake):
     lake.execute(f"ALTER TABLE {log} DROP COLUMN estimated_rows")
     lake.execute("INSERT INTO t VALUES (7, 7)")
     assert model.refresh(rebuild_above=1e9).strategy == "incremental"
-    assert lake.execute(f"SELECT count(estimated_rows) FROM {log}").fetchone() == (1,)
+    found = lake.execute(f"SELECT count(estimated_rows), max(changed_rows) FROM {log}")
+    assert found.fetchone() == (1, 1)
     model.assert_consistent()
 
 

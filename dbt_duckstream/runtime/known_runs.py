@@ -85,7 +85,10 @@ def wrote(
             _known.pop(key, None)  # the run did not read its log here: read it next time
             return
         before = known.entry.past if known.entry is not None else ()
-        past = (runlog.PastRun(entry.strategy, entry.seconds, entry.estimated_rows), *before)
+        past = (
+            runlog.PastRun(entry.strategy, entry.seconds, entry.estimated_rows, entry.changed_rows),
+            *before,
+        )
         _known[key] = _Known(replace(entry, past=past[: runlog.PAST_RUNS]), as_of, token)
 
 

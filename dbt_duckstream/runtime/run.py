@@ -599,6 +599,7 @@ def _record(
         result.seconds,
         runlog.RegisteredModel(plan.sql, catalog, db, "incremental") if registered else None,
         estimated_rows=estimated_rows(decision, cursors, result.rows_inserted),
+        changed_rows=decision.estimate.changed_rows if decision.estimate is not None else None,
     )
     # the run after the one the decision read: none committed since (``_check_no_run_since``,
     # or the decision was taken in this same transaction)

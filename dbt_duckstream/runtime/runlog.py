@@ -37,10 +37,12 @@ _COLUMNS = (
     "model VARCHAR, run BIGINT, strategy VARCHAR, reason VARCHAR, rows_inserted BIGINT, "
     "rows_deleted BIGINT, seconds DOUBLE, finished_at TIMESTAMP WITH TIME ZONE, "
     "sql_hash VARCHAR, cursors VARCHAR, sql VARCHAR, default_catalog VARCHAR, "
-    "default_schema VARCHAR, mode VARCHAR, estimated_rows BIGINT"
+    "default_schema VARCHAR, mode VARCHAR, estimated_rows BIGINT, changed_rows BIGINT"
 )
+#: the columns by name: an upgraded log holds them in the order it gained them
+_NAMES = ", ".join(column.split()[0] for column in _COLUMNS.split(", "))
 #: columns added since the first release, each with its type: ``upgrade`` adds them
-_ADDED = {"estimated_rows": "BIGINT"}
+_ADDED = {"estimated_rows": "BIGINT", "changed_rows": "BIGINT"}
 #: the past runs a run reads, newest first, to correct its cost estimate
 PAST_RUNS = 50
 
@@ -51,12 +53,14 @@ class OutdatedRunLog(Exception):
 
 @dataclass(frozen=True)
 class PastRun:
-    """What an earlier run did and cost: its strategy, seconds, and the rows the cost
-    estimate gave its strategy (maintenance, or a rebuild), None when it had no estimate."""
+    """What an earlier run did and cost: its strategy, seconds, the rows the cost estimate
+    gave its strategy (maintenance, or a rebuild), and the source rows its window changed
+    (None when it had no estimate)."""
 
     strategy: str
     seconds: float
     estimated_rows: int | None
+    changed_rows: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ class Entry:
     finished_at: datetime | None = None
     #: the rows the cost estimate gave the strategy this run carried out
     estimated_rows: int | None = None
+    #: the source rows the run's window inserted and deleted, as its estimate counted them
+    changed_rows: int | None = None
     #: the model's latest runs, newest first (read with the latest one)
     past: tuple[PastRun, ...] = ()
 
@@ -174,8 +180,9 @@ def upgrade(con: duckdb.DuckDBPyConnection, target: TableRef) -> None:
 #: LIMIT 1: half the time on a DuckLake table, 7 ms against 14)
 _LATEST = (
     "arg_max(struct_pack(run, strategy, reason, sql_hash, cursors, rows_inserted, rows_deleted, "
-    "seconds, finished_at, estimated_rows), run), "
-    f"list(struct_pack(strategy, seconds, estimated_rows) ORDER BY run DESC)[1:{PAST_RUNS}]"
+    "seconds, finished_at, estimated_rows, changed_rows), run), "
+    "list(struct_pack(strategy, seconds, estimated_rows, changed_rows) ORDER BY run DESC)"
+    f"[1:{PAST_RUNS}]"
 )
 
 
@@ -203,9 +210,19 @@ def latest_runs(con: duckdb.DuckDBPyConnection, target: TableRef) -> dict[str, E
 
 
 def _entry(latest: dict, past: list[dict] | None) -> Entry:
-    run, strategy, reason, sql_hash, cursors, inserted, deleted, seconds, finished, estimated = (
-        latest.values()
-    )
+    (
+        run,
+        strategy,
+        reason,
+        sql_hash,
+        cursors,
+        inserted,
+        deleted,
+        seconds,
+        finished,
+        estimated,
+        changed,
+    ) = latest.values()
     return Entry(
         strategy,
         reason,
@@ -217,8 +234,10 @@ def _entry(latest: dict, past: list[dict] | None) -> Entry:
         run=run,
         finished_at=finished,
         estimated_rows=estimated,
+        changed_rows=changed,
         past=tuple(
-            PastRun(p["strategy"], p["seconds"] or 0.0, p["estimated_rows"]) for p in past or []
+            PastRun(p["strategy"], p["seconds"] or 0.0, p["estimated_rows"], p["changed_rows"])
+            for p in past or []
         ),
     )
 
@@ -240,8 +259,8 @@ def append(
     registered = entry.registered
     con.execute(
         inlined(
-            f"INSERT INTO {log_table(target).sql()} VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO {log_table(target).sql()} ({_NAMES}) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 target.name,
                 run,
@@ -257,6 +276,7 @@ def append(
                 registered.schema if registered else None,
                 registered.mode if registered else None,
                 entry.estimated_rows,
+                entry.changed_rows,
             ],
         ),
     )

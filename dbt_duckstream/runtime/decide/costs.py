@@ -123,7 +123,7 @@ def estimate_costs(situation: Situation) -> Estimate:
         situation.lake,
     )
     past = situation.last.past if situation.last is not None else ()
-    return replace(found, correction=learned_correction(past))
+    return replace(found, correction=learned_correction(past, found.changed_rows))
 
 
 def estimate(
@@ -207,21 +207,29 @@ LEARN_FROM = (2, 1)
 #: maintained runs teach the correction when their estimate was at least this share of a
 #: rebuild's: a smaller one's time is mostly the run's fixed cost, not its rows'
 NEAR_THE_CHOICE = 0.25
+#: maintained runs teach the correction for windows that changed within this factor of the
+#: rows theirs changed: what a maintained row costs depends on the batch's size. A few keys
+#: fall in few row groups of an input clustered on them, whose min/max the reader skips;
+#: thousands of random keys fall in all of them (measured at TPC-H SF10: single orders
+#: taught x0.31, and 0.1% batches, so priced, were maintained at 0.5-0.8x a rebuild)
+SAME_SCALE = 10
 #: the correction's bounds: the estimate's weights are never off by more than this
 CORRECTION_BOUNDS = (1 / 16, 16.0)
 
 
-def learned_correction(past: Sequence[PastRun]) -> float:
+def learned_correction(past: Sequence[PastRun], changed_rows: int | None = None) -> float:
     """How much more a maintained row of the estimate costs than a rebuilt one on this
     model, measured: seconds per estimated row over its recent maintained runs, against the
     same over its recent rebuilds (those chosen for cost, which refill as a bare rebuild does;
     else its builds, which also build its state). Only maintained runs near the choice teach
     it (``NEAR_THE_CHOICE``): a run's fixed cost would price the rows of small batches many
-    times over. The weights of ``estimate`` were measured on one benchmark and one machine;
-    the correction fits them to this model's data and machine. 1.0 until the model has
-    maintained and rebuilt with estimates (``LEARN_FROM``); a model that only ever rebuilds
-    never learns that maintenance got cheaper, one that maintains at a loss learns it in a
-    few runs, and tries again once those runs leave its last ``runlog.PAST_RUNS``."""
+    times over; and, for a window that changed ``changed_rows`` source rows, only those of
+    batches of its scale (``SAME_SCALE``). The weights of ``estimate`` were measured on one
+    benchmark and one machine; the correction fits them to this model's data and machine.
+    1.0 until the model has maintained and rebuilt with estimates (``LEARN_FROM``); a model
+    that only ever rebuilds never learns that maintenance got cheaper, one that maintains at
+    a loss learns it in a few runs, and tries again once those runs leave its last
+    ``runlog.PAST_RUNS``."""
     rebuilt = [p for p in past if p.strategy == "rebuild" and p.estimated_rows] or [
         p for p in past if p.strategy == "initial" and p.estimated_rows
     ]
@@ -231,7 +239,10 @@ def learned_correction(past: Sequence[PastRun]) -> float:
     maintained = [
         p
         for p in past
-        if p.strategy == "incremental" and p.estimated_rows and p.estimated_rows >= near
+        if p.strategy == "incremental"
+        and p.estimated_rows
+        and p.estimated_rows >= near
+        and _same_scale(p.changed_rows, changed_rows)
     ]
     if len(maintained) < LEARN_FROM[0]:
         return 1.0
@@ -241,6 +252,16 @@ def learned_correction(past: Sequence[PastRun]) -> float:
 
     low, high = CORRECTION_BOUNDS
     return min(max(rate(maintained) / max(rate(rebuilt), 1e-12), low), high)
+
+
+def _same_scale(theirs: int | None, ours: int | None) -> bool:
+    """Whether a past run's window changed rows of the scale of this one's; unknown when
+    either was not counted (a run logged before the count was), which teaches only a
+    window whose count is unknown too."""
+    if ours is None or theirs is None:
+        return ours is None
+    low, high = sorted((max(theirs, 1), max(ours, 1)))
+    return high <= SAME_SCALE * low
 
 
 def estimated_rows(decision: Decision, cursors: Sequence[Cursor], rows_written: int) -> int | None:
