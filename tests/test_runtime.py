@@ -805,6 +805,25 @@ def test_a_model_that_usually_maintains_keeps_its_state_through_a_rebuild_for_co
     m.assert_consistent()
 
 
+def test_a_model_that_usually_maintains_prices_the_rebuild_with_its_state(lake):
+    """Such a model's rebuild writes its state again: at 300,000 groups of state behind a
+    one-row model, a batch of 85,000 updated rows costs a bare rebuild's several times over,
+    but a fraction of a rebuild that writes the state too, so it is maintained."""
+    lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
+    lake.execute("INSERT INTO big SELECT i, i FROM range(300000) AS r(i)")
+    sql = "SELECT count(*) AS groups, sum(total) AS total FROM (SELECT k, sum(v) AS total FROM big GROUP BY k)"
+    m = Model(lake, "groups", sql)
+    assert m.refresh().strategy == "initial"
+    for batch in range(3):
+        lake.execute(f"INSERT INTO big VALUES ({batch}, {batch})")
+        assert m.refresh(rebuild_above=1.0).strategy == "incremental"
+    lake.execute("UPDATE big SET v = v + 1 WHERE k % 7 = 0")
+    large = m.refresh(rebuild_above=1.0)
+    assert large.strategy == "incremental", large.reason
+    assert "of a rebuild's with its state" in large.reason, large.reason
+    m.assert_consistent()
+
+
 def test_status_lists_each_model_with_its_last_run_and_lag(model, lake):
     from dbt_duckstream.runtime.status import format_status, status
 

@@ -50,5 +50,6 @@ class Decision:
     def refills(self) -> bool:
         """A rebuild chosen for cost: the model's table exists and is refilled in place, from
         its sources alone; its state tables are dropped (``IVMPlan.refill_sql``). A model that
-        usually maintains is built whole instead, state and all (``triggers.usually_maintains``)."""
+        usually maintains is built whole instead, state and all
+        (``Situation.usually_maintains``)."""
         return self.strategy is Strategy.REBUILD and self.refill

@@ -17,6 +17,9 @@ from .changes import WindowChanges
 from .costs import Estimate
 from .decision import REBUILD_ABOVE, Decision, Strategy
 
+#: the model's recent runs that say whether it usually maintains
+RECENT_RUNS = 10
+
 
 @dataclass
 class Situation:
@@ -87,6 +90,15 @@ class Situation:
     def large_tables(self) -> frozenset[str]:
         """The sources and state tables of at least ``costs.LARGE_TABLE_ROWS`` rows."""
         return costs.large_tables(self)
+
+    @cached_property
+    def usually_maintains(self) -> bool:
+        """Whether most of the model's recent runs that did something maintained it: a
+        rebuild chosen for cost then builds its state as well, instead of refilling the model
+        alone (``triggers.cheaper_to_rebuild``), and is priced so (``costs.estimate_costs``)."""
+        past = self.last.past if self.last is not None else ()
+        done = [p.strategy for p in past[:RECENT_RUNS] if p.strategy != "unchanged"]
+        return sum(p == "incremental" for p in done) * 2 > len(done)
 
     @cached_property
     def costs(self) -> Estimate:

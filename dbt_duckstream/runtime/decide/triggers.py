@@ -81,24 +81,12 @@ def cheaper_to_rebuild(s: Situation) -> Decision | None:
     reason = f"cheaper than maintenance: {s.costs.describe()} (rebuild above {s.rebuild_above:.0%})"
     # a refill drops the state, and the next small batch of a model that usually maintains
     # would build it whole: such a model is built with its state instead
-    keeps_state = usually_maintains(s)
+    keeps_state = s.usually_maintains
     if keeps_state:
         reason += "; its state is built too, as the model usually maintains"
     return Decision(
         Strategy.REBUILD, reason, s.build_window, changed, s.costs, refill=not keeps_state
     )
-
-
-#: the model's recent runs that say whether it usually maintains
-RECENT_RUNS = 10
-
-
-def usually_maintains(s: Situation) -> bool:
-    """Whether most of the model's recent runs that did something maintained it: a rebuild
-    chosen for cost then builds its state as well, instead of refilling the model alone."""
-    past = [p.strategy for p in (s.last.past if s.last is not None else ())[:RECENT_RUNS]]
-    done = [p for p in past if p != "unchanged"]
-    return sum(p == "incremental" for p in done) * 2 > len(done)
 
 
 def changes_misdated(s: Situation) -> Decision | None:
