@@ -811,8 +811,8 @@ def test_a_model_that_usually_maintains_prices_the_rebuild_with_its_state(lake):
     but a fraction of a rebuild that writes the state too, so it is maintained."""
     lake.execute("CREATE TABLE big (k INTEGER, v INTEGER)")
     lake.execute("INSERT INTO big SELECT i, i FROM range(300000) AS r(i)")
-    sql = "SELECT count(*) AS groups, sum(total) AS total FROM (SELECT k, sum(v) AS total FROM big GROUP BY k)"
-    m = Model(lake, "groups", sql)
+    per_key = "SELECT k, sum(v) AS total FROM big GROUP BY k"
+    m = Model(lake, "groups", f"SELECT count(*) AS groups, sum(total) AS total FROM ({per_key})")
     assert m.refresh().strategy == "initial"
     for batch in range(3):
         lake.execute(f"INSERT INTO big VALUES ({batch}, {batch})")
