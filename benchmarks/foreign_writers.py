@@ -192,7 +192,7 @@ def main() -> None:
         for threads in args.threads.split(",")
     ]
     args.directory.mkdir(parents=True, exist_ok=True)
-    work = args.directory / f"{args.catalog}-{uuid.uuid4().hex[:6]}"
+    work = args.directory.resolve() / f"{args.catalog}-{uuid.uuid4().hex[:6]}"
     work.mkdir()
     found = session(work, args.catalog, loads, args.seconds)
     failed = sum(load.failed for load in found)
