@@ -96,6 +96,30 @@ def test_a_model_of_another_run_log_reads_its_columns_once_more(lake, models):
     assert_consistent(lake, "lake.other.per_b", theirs_sql)
 
 
+def test_a_window_that_ended_rows_is_read_again_with_the_columns_models_read(lake):
+    """Every column read for ended rows costs a read of every row group holding one: the
+    second read of such a window takes the columns the run log's models read, not a column
+    that no model reads (``d``)."""
+    lake.execute("CREATE TABLE u (a INTEGER, b VARCHAR, c INTEGER, d VARCHAR)")
+    lake.execute(
+        "INSERT INTO u SELECT i % 7, 'b' || (i % 3), i, repeat('x', 50) FROM range(100) r(i)"
+    )
+    per_a = Model(lake, "per_a", "SELECT a, count(*) AS n FROM u GROUP BY a")
+    per_b = Model(lake, "per_b", "SELECT b, sum(c) AS s FROM u GROUP BY b")
+    for model in (per_a, per_b):
+        model.refresh()
+    uid = table_id(lake, TableRef("lake", "main", "u"))
+    assert uid is not None
+    lake.execute("UPDATE u SET c = c + 1 WHERE a = 3")
+    new = current_snapshot(lake, "lake")
+    per_a.refresh()
+    assert entries_for(lake, uid) == [(new - 1, new, ["a"])]
+    per_b.refresh()
+    assert entries_for(lake, uid)[-1] == (new - 1, new, ["a", "b", "c"])
+    per_a.assert_consistent()
+    per_b.assert_consistent()
+
+
 def test_other_lakes_and_tables_are_never_served(lake, models, tmp_path):
     tid = table_id(lake, T)
     assert tid is not None
