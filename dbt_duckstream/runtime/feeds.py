@@ -258,12 +258,11 @@ def _first_read_columns(con: duckdb.DuckDBPyConnection, request: FeedRequest) ->
     for columns that only models outside the invocation may ask for."""
     if not request.read_by_others or not request.appended:
         return request.columns
+    lasting = _lasting_columns(con, request)
+    others = _read_by_others(request, lasting)
     wanted = set(request.columns)
     return request.columns + tuple(
-        name
-        for cid, name in _lasting_columns(con, request)
-        if name not in wanted
-        and any(f"{cid}:{name}:" in identity for identity in request.read_by_others)
+        name for _, name in lasting if name in others and name not in wanted
     )
 
 
@@ -276,14 +275,20 @@ def _next_read_columns(con: duckdb.DuckDBPyConnection, request: FeedRequest) -> 
     lasting = _lasting_columns(con, request)
     if request.appended:
         return tuple(name for _, name in lasting)
-    wanted = set(request.columns)
-    found = tuple(
+    kept = set(request.columns) | _read_by_others(request, lasting)
+    found = tuple(name for _, name in lasting if name in kept)
+    return found + tuple(name for name in request.columns if name not in found)
+
+
+def _read_by_others(request: FeedRequest, lasting: list[tuple[int, str]]) -> set[str]:
+    """The names of the ``lasting`` columns (``_lasting_columns``) that the other models of
+    the run log read, each known by its id and name as the log records them (``cid:name:type``
+    in ``lake.tables_columns``)."""
+    return {
         name
         for cid, name in lasting
-        if name in wanted
-        or any(f"{cid}:{name}:" in identity for identity in request.read_by_others)
-    )
-    return found + tuple(name for name in request.columns if name not in found)
+        if any(f"{cid}:{name}:" in identity for identity in request.read_by_others)
+    }
 
 
 def _evict(con: duckdb.DuckDBPyConnection, registry: dict[str, _Entry]) -> None:
