@@ -71,6 +71,21 @@ def test_an_unchanged_model_is_known_without_compiling(lake, monkeypatch):
             run(lake, full_refresh=True)
 
 
+def test_a_changed_source_is_seen_before_the_models_tables_are_looked_up(lake, monkeypatch):
+    """Most runs that reach the check find a source changed: the snapshot rows the run read
+    say so, without a catalog query for the model's own tables."""
+    from dbt_duckstream.runtime import unchanged
+
+    run(lake)
+    lake.execute("INSERT INTO t VALUES (1, 100)")
+
+    def no_lookup(*args, **kwargs):
+        raise AssertionError("looked up the model's tables")
+
+    monkeypatch.setattr(unchanged, "_own_tables", no_lookup)
+    assert quick(lake) is None
+
+
 def test_a_full_refresh_and_bad_configuration_are_never_skipped(lake):
     run(lake)
     assert run(lake, full_refresh=True)["strategy"] == "rebuild"

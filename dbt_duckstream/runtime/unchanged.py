@@ -160,11 +160,13 @@ def _known_unchanged(
     ):
         return None
     since = min(info.cursor, info.described)
+    sources = set(info.sources)
+    if history.covers(info.cursor, now) and _source_changed(history, info, sources, committed):
+        return None  # most runs that get here: no need to look up the model's tables
     own = _own_tables(con, target, committed)
     if own is None:
         return None
     tables, log = own
-    sources = set(info.sources)
     if history.covers(since, now):
         present = history.present(since, now)
         changes = history.changes(since, now, sources | tables)
@@ -177,6 +179,16 @@ def _known_unchanged(
         if change.snapshot_id != committed and not _benign(change, info, sources, log):
             return None
     return REASON, {target.catalog: (info.cursor, now)}
+
+
+def _source_changed(history: History, info: CommitInfo, sources: set[int], committed: int) -> bool:
+    """Whether a source's rows or columns changed after the cursor, from the rows the run
+    read already (``covers``): what ``_benign`` refuses first, before the catalog is asked
+    for the model's own tables."""
+    return any(
+        change.snapshot_id != committed and change.kind not in COMPACTIONS
+        for change in history.changes(info.cursor or 0, history.now, sources)
+    )
 
 
 def _benign(change: SnapshotChange, info: CommitInfo, sources: set[int], log: int) -> bool:
