@@ -17,19 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dbt_duckstream.bridge.dbt_process import Invocation
 from dbt_duckstream.runtime.breakdown import Breakdown
-from tests.dbt_project import REPOSITORY
-from tests.lake_project import CatalogProject, assert_equals_reference, seed
+from tests.lake_project import CatalogProject, assert_equals_reference, seed, writer_process
 from tests.postgres import create_database, postgres_server
 
 #: what a run's output says for each retried commit
@@ -69,38 +67,12 @@ class Load:
         )
 
 
-@contextmanager
-def foreign_writer(project: CatalogProject, rate: float, seed: int) -> Iterator[dict]:
+def foreign_writer(project: CatalogProject, rate: float, seed: int) -> AbstractContextManager[dict]:
     """Run ``tests.foreign_writer`` at ``rate`` for the block; yields its report, filled in
     once the block has ended."""
     name = f"foreign-{uuid.uuid4().hex[:8]}"
-    stop, report = project.directory / f"{name}.stop", project.directory / f"{name}.json"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            *("-m", "tests.foreign_writer", "--catalog", project.catalog),
-            *("--data-path", project.data_path, "--rate", str(rate)),
-            *("--stop-file", str(stop), "--report", str(report), "--seed", str(seed)),
-        ],
-        cwd=REPOSITORY,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    found: dict = {}
-    try:
-        time.sleep(0.5)  # let it commit a little before dbt starts
-        yield found
-    finally:
-        stop.touch()
-        try:
-            output, _ = process.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
-    if process.returncode != 0 or not report.exists():
-        raise RuntimeError(f"the foreign writer failed ({process.returncode}):\n{output}")
-    found.update(json.loads(report.read_text()))
+    options = ("--rate", str(rate), "--seed", str(seed))
+    return writer_process("tests.foreign_writer", project, name, *options, timeout=300)
 
 
 def measured(load: Load, run: Invocation) -> None:

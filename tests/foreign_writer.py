@@ -2,7 +2,7 @@
 from a plain DuckDB process that does not use dbt-duckstream (no turns, no file lock).
 
     python -m tests.foreign_writer --catalog sqlite:lake.sqlite --data-path data \\
-        --rate 5 --stop-file stop --report report.json [--seed 1]
+        --rate 5 --stop-file stop --report report.json [--seed 1] [--started-file F]
 
 Each commit is one transaction of one to three statements against ``raw.orders``,
 ``raw.payments`` and ``raw.customers``: inserts (with duplicates and NULLs), updates, deletes,
@@ -113,6 +113,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=5.0, help="commits per second")
     parser.add_argument("--stop-file", type=Path, required=True)
     parser.add_argument("--report", type=Path, required=True)
+    parser.add_argument("--started-file", type=Path, help="touched after the first commit")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--attempts", type=int, default=50, help="per commit, then it fails")
     args = parser.parse_args()
@@ -147,6 +148,8 @@ def main() -> None:
                     retries += 1
                     time.sleep(rng.uniform(0.0, 0.02))
         commits += 1
+        if args.started_file is not None:
+            args.started_file.touch(exist_ok=True)
     seconds = time.monotonic() - started
     con.close()
     report = {

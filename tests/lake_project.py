@@ -88,49 +88,58 @@ class WriterReport:
 
 
 @contextmanager
-def source_writer(
-    project: CatalogProject, seed: int = 1, pause_ms: str = "50-200"
-) -> Iterator[list[WriterReport]]:
-    """Run ``tests.source_writer`` against the project's lake for the block's duration.
-
-    Yields a list that holds the writer's report once the block has ended."""
-    stop = project.directory / f"writer-{seed}.stop"
-    report = project.directory / f"writer-{seed}.json"
+def writer_process(
+    module: str, project: CatalogProject, name: str, *options: str, timeout: float = 120
+) -> Iterator[dict]:
+    """Run ``python -m module`` against the project's lake for the block's duration, and stop
+    it when the block ends (it watches a stop file). Yields a dict that holds the writer's
+    JSON report once the block has ended; a writer that failed raises with its output."""
+    stop = project.directory / f"{name}.stop"
+    report = project.directory / f"{name}.json"
+    started = project.directory / f"{name}.started"
     stop.unlink(missing_ok=True)
+    started.unlink(missing_ok=True)
     process = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "tests.source_writer",
-            "--catalog",
-            project.catalog,
-            "--data-path",
-            project.data_path,
-            "--stop-file",
-            str(stop),
-            "--report",
-            str(report),
-            "--seed",
-            str(seed),
-            "--pause-ms",
-            pause_ms,
+            *("-m", module, "--catalog", project.catalog, "--data-path", project.data_path),
+            *("--stop-file", str(stop), "--started-file", str(started)),
+            *("--report", str(report), *options),
         ],
         cwd=REPOSITORY,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    reports: list[WriterReport] = []
+    found: dict = {}
     try:
-        time.sleep(0.5)  # let it commit a little before dbt starts
-        yield reports
+        # its first commit before the block starts: on a loaded machine a new process can
+        # take longer to start than the block takes to run
+        deadline = time.monotonic() + 120
+        while not started.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield found
     finally:
         stop.touch()
         try:
-            output, _ = process.communicate(timeout=120)
+            output, _ = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             output, _ = process.communicate()
     if process.returncode != 0 or not report.exists():
-        raise AssertionError(f"the source writer failed ({process.returncode}):\n{output}")
-    reports.append(WriterReport(**json.loads(report.read_text())))
+        raise AssertionError(f"{module} failed ({process.returncode}):\n{output}")
+    found.update(json.loads(report.read_text()))
+
+
+@contextmanager
+def source_writer(
+    project: CatalogProject, seed: int = 1, pause_ms: str = "50-200"
+) -> Iterator[list[WriterReport]]:
+    """Run ``tests.source_writer`` against the project's lake for the block's duration.
+
+    Yields a list that holds the writer's report once the block has ended."""
+    reports: list[WriterReport] = []
+    options = ("--seed", str(seed), "--pause-ms", pause_ms)
+    with writer_process("tests.source_writer", project, f"writer-{seed}", *options) as found:
+        yield reports
+    reports.append(WriterReport(**found))

@@ -1,7 +1,7 @@
 """A pipeline committing to the integration project's sources continuously, in its own process.
 
     python -m tests.source_writer --catalog sqlite:lake.sqlite --data-path data \\
-        --stop-file stop --report report.json [--seed 1] [--pause-ms 50-200]
+        --stop-file stop --report report.json [--seed 1] [--pause-ms 50-200] [--started-file F]
 
 Every 50-200 ms it commits one transaction of one to three changes to ``raw.orders``,
 ``raw.payments`` and ``raw.customers`` (inserts with duplicates and NULLs, updates, deletes),
@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--data-path", required=True)
     parser.add_argument("--stop-file", type=Path, required=True)
     parser.add_argument("--report", type=Path, required=True)
+    parser.add_argument("--started-file", type=Path, help="touched after the first commit")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pause-ms", default="50-200")
     args = parser.parse_args()
@@ -145,6 +146,8 @@ def main() -> None:
             failures += 1
             errors.append(str(error)[:300])
         time.sleep(rng.uniform(low, high) / 1000)
+        if args.started_file is not None:
+            args.started_file.touch(exist_ok=True)
     con.close()
     report = {
         "commits": commits,
