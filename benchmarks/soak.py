@@ -3,7 +3,8 @@
     python -m benchmarks.soak [--runs 5000] [--out docs/soak] [--directory soak-lake]
 
 Each run applies a small random change to the sources (a few orders inserted, updated and
-deleted, now and then a customer moved) and maintains five models as dbt's materialization
+deleted, as many deleted as inserted on average so the sources keep their size; now and then
+a customer moved) and maintains five models as dbt's materialization
 does (``run_model``): a chain (a filter, and an aggregate of that model), an aggregate with
 MIN/MAX, a join, and a window. Every ``--maintain-every`` runs it does what the README
 recommends (``MAINTENANCE``): flush inlined rows, merge adjacent files, expire snapshots the
@@ -81,29 +82,49 @@ def create_sources(con: duckdb.DuckDBPyConnection, rows: int) -> None:
     )
 
 
-def change(con: duckdb.DuckDBPyConnection, rng: random.Random, next_id: int) -> int:
-    """One small random change to the sources, in one transaction; the next free order id."""
+@dataclass
+class Orders:
+    """The live order ids: updates and deletes hit rows that exist, and deletes balance
+    inserts, so the sources keep their size and what grows over a soak is history alone
+    (with inserts only, the sources gained half their rows in 5,000 runs, and a run's time
+    grew with them)."""
+
+    ids: list[int]
+    next_id: int
+
+    def new(self) -> int:
+        self.ids.append(self.next_id)
+        self.next_id += 1
+        return self.ids[-1]
+
+    def take(self, rng: random.Random) -> int:
+        """A random live id, no longer live."""
+        i = rng.randrange(len(self.ids))
+        self.ids[i], self.ids[-1] = self.ids[-1], self.ids[i]
+        return self.ids.pop()
+
+
+def change(con: duckdb.DuckDBPyConnection, rng: random.Random, orders: Orders) -> None:
+    """One small random change to the sources, in one transaction."""
     con.execute("BEGIN TRANSACTION")
     for _ in range(rng.randint(1, 5)):
         con.execute(
             "INSERT INTO orders VALUES (?, ?, ?, ?)",
-            [next_id, rng.randint(1, CUSTOMERS), rng.choice(STATUSES), rng.randint(1, 999)],
+            [orders.new(), rng.randint(1, CUSTOMERS), rng.choice(STATUSES), rng.randint(1, 999)],
         )
-        next_id += 1
     for _ in range(rng.randint(0, 3)):
         con.execute(
             "UPDATE orders SET amount = amount + 1, status = ? WHERE id = ?",
-            [rng.choice(STATUSES), rng.randint(1, next_id)],
+            [rng.choice(STATUSES), rng.choice(orders.ids)],
         )
-    for _ in range(rng.randint(0, 2)):
-        con.execute("DELETE FROM orders WHERE id = ?", [rng.randint(1, next_id)])
+    for _ in range(rng.randint(1, 5)):
+        con.execute("DELETE FROM orders WHERE id = ?", [orders.take(rng)])
     if rng.random() < 0.05:
         con.execute(
             "UPDATE customers SET region = ? WHERE id = ?",
             [rng.choice(["north", "south", "east", "west"]), rng.randint(1, CUSTOMERS)],
         )
     con.execute("COMMIT")
-    return next_id
 
 
 def connect(catalog: str, data_path: str) -> duckdb.DuckDBPyConnection:
@@ -191,6 +212,8 @@ class Soak:
     cold_statements: list[tuple[int, int, int]] = field(default_factory=list)
     #: (run, catalog bytes, data bytes, snapshots)
     size: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: (run, orders in the source), to show that the sources keep their size
+    orders: list[tuple[int, int]] = field(default_factory=list)
     #: (run, live data files, live delete files, share of their rows deleted), every table
     files: list[tuple[int, int, int, float]] = field(default_factory=list)
     strategies: dict[str, int] = field(default_factory=dict)
@@ -230,11 +253,17 @@ class Soak:
             f"from run {r0} to {r1}: catalog {c0 / 1e6:.2f} -> {c1 / 1e6:.2f} MB "
             f"({(c1 - c0) * per_k / 1e6:+.2f} MB per 1000 runs), data {d0 / 1e6:.2f} -> "
             f"{d1 / 1e6:.2f} MB ({(d1 - d0) * per_k / 1e6:+.2f} MB per 1000 runs), {s1} "
-            f"snapshots kept; {_files_of(self)}; {self.checks} checks against the recomputation "
-            "passed; "
+            f"snapshots kept; {_orders_of(self)}; {_files_of(self)}; {self.checks} checks "
+            "against the recomputation passed; "
             f"strategies {dict(sorted(self.strategies.items()))}; phases (every model, start->"
             f"end) {self.phase_change()}"
         )
+
+
+def _orders_of(soak: Soak) -> str:
+    if not soak.orders:
+        return "orders not counted"
+    return f"orders in the source {soak.orders[0][1]} -> {soak.orders[-1][1]}"
 
 
 def _files_of(soak: Soak) -> str:
@@ -272,6 +301,11 @@ def _change(start: float, end: float) -> str:
     return f"{(end - start) / start * 100:+.0f}%" if start else "n/a"
 
 
+def count_rows(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+    return int(row[0]) if row else 0
+
+
 def snapshots(con: duckdb.DuckDBPyConnection) -> int:
     row = con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()
     return int(row[0]) if row else 0
@@ -299,14 +333,14 @@ def soak(
     report = Soak()
     con = connect(catalog, data_path)
     create_sources(con, rows)
-    next_id = rows + 1
+    orders = Orders(list(range(1, rows + 1)), rows + 1)
     for name, strategy in run_all(con).items():
         assert strategy[0] == "initial", (name, strategy)
     moments: list[str] = []  # each run's start, for expiring what every model moved past
     for i in range(1, runs + 1):
         row = con.execute("SELECT now()::VARCHAR").fetchone()
         moments.append(str(row[0]) if row else "")
-        next_id = change(con, rng, next_id)
+        change(con, rng, orders)
         checking = i % check_every == 0 or i == runs or i == 1
         if checking:  # this run from a fresh process (the lake released meanwhile)
             con.close()
@@ -335,6 +369,7 @@ def soak(
             report.checks += 1
             report.size.append((i, *sizes(directory, catalog), snapshots(con)))
             report.files.append((i, *live_files(con)))
+            report.orders.append((i, count_rows(con, "orders")))
             if out is not None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps({**asdict(report), "summary": report.summary()}))
