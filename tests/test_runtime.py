@@ -8,6 +8,7 @@ import pytest
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError
 from dbt_duckstream.compiler import parse_table
 from dbt_duckstream.runtime import (
+    breakdown,
     counts,
     decide,
     feeds,
@@ -1089,3 +1090,26 @@ def test_a_bag_model_deletes_by_its_narrow_columns_where_they_suffice(lake):
     (delete,) = [s for s in result.statements if s.startswith("DELETE FROM")]
     assert "per_value" not in delete
     floats.assert_consistent()
+
+
+def test_a_profiled_run_counts_exactly_the_statements_it_issued(lake, monkeypatch):
+    """``DUCKSTREAM_PROFILE``: the count of a run holds its own statements, neither the
+    counter's nor those before it (a dbt run's earlier models), and DuckLake's catalog
+    queries among them."""
+    monkeypatch.setenv(breakdown.PROFILE, "1")
+    monkeypatch.setattr(breakdown._StatementCounter, "connection", None)
+    breakdown.enable_profiling(lake)
+    try:
+        for _ in range(20):  # an earlier model's statements
+            lake.execute("SELECT 1")
+        with breakdown.recording() as plain:
+            for n in range(3):
+                lake.execute(f"SELECT {n}")
+        assert plain.counts == {"statements": 3, "catalog": 0}
+        lake.execute("CREATE TABLE lake.main.t AS SELECT 1 AS v")
+        with breakdown.recording() as read:
+            lake.execute("SELECT * FROM lake.main.t")
+        # the query, DuckLake's catalog queries, and its BEGIN and COMMIT there
+        assert read.counts["statements"] > read.counts["catalog"] >= 1, read.counts
+    finally:
+        lake.execute("CALL disable_logging()")
