@@ -34,6 +34,18 @@ STATE_PREFIX = "_duckstream_state_"
 Snapshots = dict[str, tuple[int, int]]
 
 
+@dataclass(frozen=True)
+class StagedBuild:
+    """A build computed before its write transaction (``IVMPlan.staged_build``)."""
+
+    #: compute the model's rows and its state into temporary tables
+    compute: tuple[str, ...]
+    #: recreate the model and its state tables from them
+    copy: tuple[str, ...]
+    #: drop the temporary tables
+    cleanup: tuple[str, ...]
+
+
 @dataclass
 class IVMPlan:
     """Everything needed to create and maintain one model."""
@@ -118,6 +130,21 @@ class IVMPlan:
         rows_sql = ctx.query(f"SELECT {self._renamed_columns()} FROM {rows}")
         ctx.statement(f"INSERT INTO {self.target.sql()} {rows_sql}")
         return [*model, *ctx.statements]
+
+    def staged_build(self, snapshots: Snapshots) -> StagedBuild:
+        """``build_sql``'s work split in two: what computes the model's rows and its state
+        into temporary tables at the new snapshot (run before the write transaction), and
+        what recreates the tables from them (the transaction: copies only)."""
+        ctx = RenderContext(snapshots, mode=Mode.BUILD, prefix=self.target.name, staged=True)
+        rows = self.root.state(ctx, "new")
+        staged = ctx.temp("stage_rows", f"SELECT {self._renamed_columns()} FROM {rows}")
+        copies = [
+            f"DROP TABLE IF EXISTS {self.target.sql()}",
+            self.create_table_sql(snapshots),
+            *ctx.writes,
+            f"INSERT INTO {self.target.sql()} SELECT * FROM {staged}",
+        ]
+        return StagedBuild(tuple(ctx.statements), tuple(copies), tuple(ctx.cleanup()))
 
     def pinned_query(self, snapshots: Snapshots) -> str:
         """The model's own SQL with its sources read at the new snapshot."""

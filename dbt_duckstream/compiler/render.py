@@ -61,6 +61,10 @@ class RenderContext:
     #: state table read by key range (``sql.keyed_join``), a source narrowed through the
     #: inputs a join term narrows (``Join``)
     large: frozenset[str] = frozenset()
+    #: a build whose state tables and rows are computed into temporary tables first
+    #: (``statements``), and only copied into the lake by ``writes``: a rebuild's write
+    #: transaction as short as a maintenance run's
+    staged: bool = False
     #: each CTE's query and its keyword (``MATERIALIZED``, ``NOT MATERIALIZED`` or none)
     _ctes: dict[str, tuple[str, str]] = field(default_factory=dict)
     _memo: dict[tuple[int, str], str | None] = field(default_factory=dict)
@@ -97,6 +101,20 @@ class RenderContext:
         self.statement(f"CREATE OR REPLACE TEMP TABLE {table} AS\n{self.query(select)}")
         self.temps.append(table)
         return table
+
+    def state_table(self, table: str, query: str) -> str:
+        """Create the state table ``table`` from the SELECT ``query`` (its CTEs included) in
+        a build; return the relation the build's later statements read its rows from."""
+        if not self.staged:
+            self.statement(f"DROP TABLE IF EXISTS {table}")
+            self.statement(f"CREATE TABLE {table} AS {query}")
+            return table
+        staged = quote(f"_ivm_{self.prefix}_stage_{len(self.temps)}")
+        self.statement(f"CREATE OR REPLACE TEMP TABLE {staged} AS\n{query}")
+        self.temps.append(staged)
+        self.write(f"DROP TABLE IF EXISTS {table}")
+        self.write(f"CREATE TABLE {table} AS SELECT * FROM {staged}")
+        return staged
 
     def statement(self, sql: str) -> None:
         """Add a statement; a SELECT inside it comes with its CTEs through ``query``."""

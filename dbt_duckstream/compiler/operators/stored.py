@@ -20,9 +20,7 @@ def build_state(ctx: RenderContext, node: Operator, rows: str) -> str:
     table = node.state_table_sql()
 
     def create() -> str:
-        ctx.statement(f"DROP TABLE IF EXISTS {table}")
-        ctx.statement(f"CREATE TABLE {table} AS {ctx.query(rows)}")
-        return table
+        return ctx.state_table(table, ctx.query(rows))
 
     name = ctx.once(node.node_id, "build", create)
     assert name is not None

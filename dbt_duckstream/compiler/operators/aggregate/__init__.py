@@ -184,8 +184,7 @@ class Aggregate(Operator):
             return f"SELECT {select} FROM {self.child.state(ctx, side)}{self._group_by()}"
         if ctx.mode is Mode.BUILD:
             assert side == "new", "a build reads the new snapshot only"
-            self._build(ctx)
-            return self._finals(self.state_table_sql())
+            return self._finals(self._build(ctx))
         return self._maintained_state(ctx, side)
 
     def _maintained_state(
@@ -246,17 +245,16 @@ class Aggregate(Operator):
 
     # -- build -----------------------------------------------------------------------------------
 
-    def _build(self, ctx: RenderContext) -> None:
+    def _build(self, ctx: RenderContext) -> str:
         def create() -> str:
             query = ctx.query(self._state_query(self.child.state(ctx, "new"), self.accumulators))
             if self.keys:  # clustered by key: a keyed read skips row groups (``_stored_join``)
                 query = f"SELECT * FROM ({query}) ORDER BY {quote(self.key_columns[0])}"
-            table = self.state_table_sql()
-            ctx.statement(f"DROP TABLE IF EXISTS {table}")
-            ctx.statement(f"CREATE TABLE {table} AS {query}")
-            return table
+            return ctx.state_table(self.state_table_sql(), query)
 
-        ctx.once(self.node_id, "build", create)
+        name = ctx.once(self.node_id, "build", create)
+        assert name is not None
+        return name
 
     # -- maintenance -----------------------------------------------------------------------------
 
