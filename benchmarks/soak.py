@@ -281,8 +281,8 @@ def live_files(con: duckdb.DuckDBPyConnection) -> tuple[int, int, float]:
     that those delete: what every scan reads past."""
     meta = metadata_catalog("lake")
     row = con.execute(
-        f"SELECT count(*), count(x.data_file_id), "
-        f"coalesce(sum(x.delete_count), 0) / greatest(sum(d.record_count), 1) "
+        "SELECT count(*), count(x.data_file_id), "
+        "coalesce(sum(x.delete_count), 0) / greatest(sum(d.record_count), 1) "
         f"FROM {meta}.ducklake_data_file AS d LEFT JOIN {meta}.ducklake_delete_file AS x "
         "ON x.data_file_id = d.data_file_id AND x.end_snapshot IS NULL "
         "WHERE d.end_snapshot IS NULL"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -745,8 +745,9 @@ def staged_build(con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decisi
             for statement in staged.compute:
                 con.execute(statement)
         except BaseException:
-            for statement in staged.cleanup:
-                con.execute(statement)
+            with suppress(duckdb.Error):  # the failure itself says more than a failed drop
+                for statement in staged.cleanup:
+                    con.execute(statement)
             raise
     return Computed(None, build=staged)
 
