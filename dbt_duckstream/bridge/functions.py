@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from ..errors import ContendedCatalogError, DuckstreamError
-from ..runtime import model_run, runlog
+from ..runtime import invocation, model_run, runlog
 from ..runtime.consistency import differences_sql
 from ..runtime.decide import rebuild_above
 from ..runtime.lake import describe, disable_for_good, stored_columns, unsound_optimizers
@@ -40,16 +40,18 @@ def relation(request: Request) -> TableRef:
 
 
 def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
-    """Build or maintain one model (``runtime.model_run``)."""
-    result = model_run.run_model(
-        con,
-        request["sql"],
-        relation(request),
-        full_refresh=bool(request.get("full_refresh")),
-        empty=bool(request.get("empty")),
-        fallback=request.get("fallback"),
-        rebuild_above=rebuild_above(request.get("rebuild_above")),
-    )
+    """Build or maintain one model (``runtime.model_run``), as a model of the dbt invocation
+    whose selected resources the request lists (``invocation``)."""
+    with invocation.within(invocation.model_names(request.get("selected"))):
+        result = model_run.run_model(
+            con,
+            request["sql"],
+            relation(request),
+            full_refresh=bool(request.get("full_refresh")),
+            empty=bool(request.get("empty")),
+            fallback=request.get("fallback"),
+            rebuild_above=rebuild_above(request.get("rebuild_above")),
+        )
     return result.to_dict()
 
 

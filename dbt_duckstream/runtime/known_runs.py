@@ -139,15 +139,21 @@ def _unchanged(
     return snapshots == pinned - known.as_of and list(own or []) == expected and not foreign
 
 
-def columns_read(lake: str, log_id: int, source: str, table_id: int) -> tuple[str, ...]:
-    """What the models of one run log, as this process knows their latest runs, read from a
-    source table (``Cursor.columns`` of each, distinct): the columns a first read of its
-    change feed may take for the models that follow it (``feeds``)."""
+def columns_read(
+    lake: str, log_id: int, source: str, table_id: int, among: frozenset[str] | None = None
+) -> tuple[str, ...]:
+    """What the models of one run log (those named ``among``, when given), as this process
+    knows their latest runs, read from a source table (``Cursor.columns`` of each, distinct):
+    the columns a first read of its change feed may take for the models that follow it
+    (``feeds``)."""
     with _lock:
         entries = [
             known.entry
-            for (known_lake, known_log, _), known in _known.items()
-            if known_lake == lake and known_log == log_id and known.entry is not None
+            for (known_lake, known_log, model), known in _known.items()
+            if known_lake == lake
+            and known_log == log_id
+            and known.entry is not None
+            and (among is None or model in among)
         ]
     return tuple(
         sorted(

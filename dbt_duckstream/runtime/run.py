@@ -33,7 +33,7 @@ from ..retry import (
     sqlite_catalogs,
 )
 from ..sql import TableRef, bare_statement, inlined, literal, quote
-from . import known_runs, runlog
+from . import invocation, known_runs, runlog
 from .breakdown import Breakdown, phase, tally
 from .counts import CountRead, counts_at_pins, remember
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
@@ -422,11 +422,12 @@ def _feed_requests(
     requests = {}
     log_id = situation.ids.get(runlog.log_table(plan.target).key)
     lake = situation.lakes.get(plan.target.catalog)
+    invoked = invocation.models()
     for source in plan.sources:
         tid = situation.ids[source.key]
         if source.key in decision.changed and tid is not None:
             others = (
-                known_runs.columns_read(lake, log_id, source.key, tid)
+                known_runs.columns_read(lake, log_id, source.key, tid, among=invoked)
                 if lake is not None and log_id is not None
                 else ()
             )
@@ -439,6 +440,7 @@ def _feed_requests(
                 source.key in decision.reorganized,
                 source.key in decision.appended,
                 others,
+                others_invoked=invoked is not None,
             )
     return requests
 

@@ -19,7 +19,9 @@ The cost choice weighs what maintenance reads and writes against what a rebuild 
     maintain ~ rows of data files added in the window
              + PRE_IMAGE_WEIGHT * rows of the row groups holding the rows deleted in the
                window (a row group per deleted row, at most the file: ``preimages``
-               reads them, only the columns the model reads; ``window_rows``)
+               reads them, only the columns the model reads; ``window_rows``), or the
+               rows deleted alone where a writer captured them or an earlier model of
+               the process read them (``captured``, ``feeds.cached``)
              + INSERT_WEIGHT * (rows inserted + rows deleted)
              + rows of the inputs a join term, a recomputed aggregate, a window's touched
                partitions, a set operation's counts or a top-N's rescan read in full

@@ -13,6 +13,7 @@ import duckdb
 from ...compiler import IVMPlan
 from ...compiler.operators import Filter, Join, Operator, Scan
 from ..captured import captured_all
+from ..feeds import cached
 from ..key_ranges import NarrowedRead, narrowed_rows
 from ..lake import metadata_catalog
 from ..near_reads import NearRead, near_reads, near_rows, reads_changed, rows_read
@@ -157,7 +158,9 @@ def estimate(
     rows: dict[str, int] = {}
     #: what the window changed, per changed source (key)
     changes: dict[str, WindowRows] = {}
-    #: changed sources whose writers captured every row the window ended (``captured``)
+    #: changed sources whose writers captured every row the window ended (``captured``), or
+    #: whose delta an earlier model of the process already read (``feeds.cached``): their
+    #: ended rows cost what reading the rows themselves costs
     captured: set[str] = set()
     tables = [*plan.sources, plan.target]
     for catalog in windows:
@@ -174,7 +177,11 @@ def estimate(
         captured |= {
             t.key
             for t in plan.sources
-            if t.key in ended and captured_all(con, lake(catalog), t, known[t.key], spans[t.key])
+            if t.key in ended
+            and (
+                cached(con, lake(catalog), known[t.key], spans[t.key], plan.source_reads[t.key])
+                or captured_all(con, lake(catalog), t, known[t.key], spans[t.key])
+            )
         }
     inserted_rows = sum(c.inserted for c in changes.values())
     deleted_rows = sum(c.deleted for c in changes.values())
