@@ -61,6 +61,30 @@ def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> No
     assert "ducklake_table_deletions" in call(lake, "duckstream_explain", model("m"))["text"]
 
 
+def test_a_run_belongs_to_the_invocation_of_the_models_dbt_selected(
+    lake: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The materialization passes dbt's ``selected_resources``: the run knows the other
+    models of its invocation (``runtime.invocation``), and nothing outside the call does."""
+    from dbt_duckstream.runtime import invocation, model_run
+
+    bridge.register(lake)
+    seen = []
+    run_model = model_run.run_model
+
+    def recording(*args, **kwargs):
+        seen.append(invocation.models())
+        return run_model(*args, **kwargs)
+
+    monkeypatch.setattr(model_run, "run_model", recording)
+    lake.execute("CREATE TABLE t AS SELECT range AS k FROM range(3)")
+    selected = ["model.p.m", "model.p.n", "seed.p.s", "test.p.unique_m_k"]
+    call(lake, "duckstream_run", model("m", sql="SELECT k FROM lake.main.t", selected=selected))
+    call(lake, "duckstream_run", model("n", sql="SELECT k FROM lake.main.t"))
+    assert seen == [frozenset({"m", "n"}), None]
+    assert invocation.models() is None
+
+
 def test_the_consistency_test_and_explain_of_a_window_whose_order_ties(
     lake: duckdb.DuckDBPyConnection,
 ) -> None:

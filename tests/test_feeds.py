@@ -6,9 +6,16 @@ from __future__ import annotations
 import pytest
 
 from dbt_duckstream import prepare, refresh
-from dbt_duckstream.runtime import feeds
-from dbt_duckstream.runtime.feeds import FeedRequest, cached_entries, held, shared_feed
-from dbt_duckstream.runtime.lake import attach_lake, current_snapshot, table_id
+from dbt_duckstream.runtime import feeds, invocation
+from dbt_duckstream.runtime.decide.costs import PRE_IMAGE_WEIGHT, estimate
+from dbt_duckstream.runtime.feeds import FeedRequest, cached, cached_entries, held, shared_feed
+from dbt_duckstream.runtime.lake import (
+    attach_lake,
+    current_snapshot,
+    lake_identity,
+    table_id,
+    table_ids,
+)
 from dbt_duckstream.sql import TableRef
 
 from .harness import Model, assert_consistent
@@ -118,6 +125,65 @@ def test_a_window_that_ended_rows_is_read_again_with_the_columns_models_read(lak
     assert entries_for(lake, uid)[-1] == (new - 1, new, ["a", "b", "c"])
     per_a.assert_consistent()
     per_b.assert_consistent()
+
+
+def test_a_first_read_of_ended_rows_takes_what_its_invocations_models_read(lake, models):
+    """Inside a dbt invocation the first read of a window that ended rows takes the columns
+    that the invocation's other models read from the table (``g`` for "names"), not those of
+    models outside it (``id`` for "ids"): the models after it find theirs in its entry."""
+    tid = table_id(lake, T)
+    assert tid is not None
+    lake.execute("UPDATE t SET v = v * 2 WHERE k = 2")
+    updated = current_snapshot(lake, "lake")
+    with invocation.within(invocation.model_names(["model.p.sums", "model.p.names"])):
+        models["sums"].refresh()
+        assert entries_for(lake, tid) == [(updated - 1, updated, ["k", "v", "g"])]
+        models["names"].refresh()
+        assert len(entries_for(lake, tid)) == 1
+    models["ids"].refresh()  # outside the invocation: its column is read again
+    assert entries_for(lake, tid)[-1] == (updated - 1, updated, ["id", "k", "g", "v"])
+    for model in models.values():
+        model.refresh()
+        model.assert_consistent()
+
+
+def test_models_after_the_first_reader_price_the_ended_rows_it_read_as_read(lake):
+    """Ended rows of data files cost a read of the row groups holding them, once per
+    invocation: a model deciding after the first reader read them prices them as the rows
+    read, as captured pre-images are priced (``decide.costs``)."""
+    lake.execute("CREATE TABLE u (a INTEGER, b VARCHAR, c INTEGER)")
+    lake.execute("INSERT INTO u SELECT i % 7, 'b' || (i % 3), i FROM range(1000) r(i)")
+    per_a = Model(lake, "per_a", "SELECT a, count(*) AS n FROM u GROUP BY a")
+    per_b = Model(lake, "per_b", "SELECT b, sum(c) AS s FROM u GROUP BY b")
+    for model in (per_a, per_b):
+        model.refresh()
+    u = TableRef("lake", "main", "u")
+    lake.execute("UPDATE u SET c = c + 1 WHERE c = 3")  # one row of the file
+    new = current_snapshot(lake, "lake")
+    ids = table_ids(lake, [u, per_b.plan.target])
+    uid = ids[u.key]
+    assert uid is not None
+
+    def priced() -> int:
+        return estimate(
+            lake,
+            per_b.plan,
+            {"lake": (new - 1, new)},
+            {u.key: (new - 1, new)},
+            ids,
+            {u.key: 1000, per_b.plan.target.key: 3},
+            lambda catalog: lake_identity(lake, catalog),
+        ).maintain_rows
+
+    before = priced()
+    assert not cached(lake, lake_identity(lake, "lake"), uid, (new - 1, new), ("b", "c"))
+    with invocation.within(invocation.model_names(["model.p.per_a", "model.p.per_b"])):
+        per_a.refresh()
+    assert cached(lake, lake_identity(lake, "lake"), uid, (new - 1, new), ("b", "c"))
+    assert before - priced() == int(PRE_IMAGE_WEIGHT * 1000) - 1
+    per_b.refresh()
+    for model in (per_a, per_b):
+        model.assert_consistent()
 
 
 def test_other_lakes_and_tables_are_never_served(lake, models, tmp_path):
