@@ -186,6 +186,48 @@ def test_models_after_the_first_reader_price_the_ended_rows_it_read_as_read(lake
         model.assert_consistent()
 
 
+def test_threads_asking_for_one_window_at_once_read_it_once(lake, models, monkeypatch):
+    """dbt's threads run models of the same sources at once: the second waits for the first
+    read of their window and projects its entry, instead of reading the window beside it."""
+    import threading
+    import time
+
+    tid = table_id(lake, T)
+    assert tid is not None
+    lake.execute("UPDATE t SET v = v + 1 WHERE k = 1")
+    new = current_snapshot(lake, "lake")
+    reads = []
+    delta_sql = feeds._delta_sql
+
+    def slow(*args, **kwargs):
+        reads.append(args[2])
+        time.sleep(0.3)  # long enough that an unserialized second read would start meanwhile
+        return delta_sql(*args, **kwargs)
+
+    monkeypatch.setattr(feeds, "_delta_sql", slow)
+    start = threading.Barrier(2)
+    served = {}
+
+    def read(name: str, columns: tuple[str, ...]) -> None:
+        cursor = lake.cursor()
+        start.wait()
+        with held(cursor, {"t": FeedRequest(T, tid, (new - 1, new), columns)}) as feeds_:
+            served[name] = feeds_["t"].name
+
+    threads = [
+        threading.Thread(target=read, args=(name, ("k", "v"))) for name in ("first", "second")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(reads) == 1
+    assert served["first"] == served["second"]
+    for model in models.values():
+        model.refresh()
+        model.assert_consistent()
+
+
 def test_other_lakes_and_tables_are_never_served(lake, models, tmp_path):
     tid = table_id(lake, T)
     assert tid is not None

@@ -63,6 +63,8 @@ _TOKEN = f"{quote(CACHE)}.main.instance"
 _lock = threading.Lock()
 #: entries that runs of this process are using, with how many runs use each
 _holders: Counter[str] = Counter()
+#: per (lake, table id, window), the lock its readers take turns under (``shared_feed``)
+_flights: dict[tuple[str, int, tuple[int, int]], threading.Lock] = {}
 
 
 def budget_bytes() -> int:
@@ -160,6 +162,21 @@ def shared_feed(
         lake = lake_identity(con, request.source.catalog)
     registry = _registry(con)
     key = (lake, request.table_id, request.window)
+    with _lock:
+        flight = _flights.setdefault(key, threading.Lock())
+    # one read of a window at a time: dbt's threads running models of the same sources at
+    # once wait for the first read instead of each reading the window beside it
+    with flight:
+        return _shared_feed(con, request, registry, key)
+
+
+def _shared_feed(
+    con: duckdb.DuckDBPyConnection,
+    request: FeedRequest,
+    registry: dict[str, _Entry],
+    key: tuple[str, int, tuple[int, int]],
+) -> Feed:
+    lake = key[0]
     with _lock:
         same = [e for e in registry.values() if (e.lake, e.table_id, e.window) == key]
         for entry in same:
@@ -330,6 +347,9 @@ def _evict(con: duckdb.DuckDBPyConnection, registry: dict[str, _Entry]) -> None:
         con.execute(f"DROP TABLE IF EXISTS {_relation(entry.feed.name)}")
         del registry[entry.feed.name]
         total -= entry.size
+        window = (entry.lake, entry.table_id, entry.window)
+        if not any((e.lake, e.table_id, e.window) == window for e in registry.values()):
+            _flights.pop(window, None)
 
 
 def cached_entries(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int, int, list[str]]]:
