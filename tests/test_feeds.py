@@ -176,10 +176,10 @@ def test_models_after_the_first_reader_price_the_ended_rows_it_read_as_read(lake
         ).maintain_rows
 
     before = priced()
-    assert not cached(lake, lake_identity(lake, "lake"), uid, (new - 1, new), ("b", "c"))
+    assert not cached(lake_identity(lake, "lake"), uid, (new - 1, new), ("b", "c"))
     with invocation.within(invocation.model_names(["model.p.per_a", "model.p.per_b"])):
         per_a.refresh()
-    assert cached(lake, lake_identity(lake, "lake"), uid, (new - 1, new), ("b", "c"))
+    assert cached(lake_identity(lake, "lake"), uid, (new - 1, new), ("b", "c"))
     assert before - priced() == int(PRE_IMAGE_WEIGHT * 1000) - 1
     per_b.refresh()
     for model in (per_a, per_b):

@@ -206,21 +206,18 @@ def _shared_feed(
     return feed
 
 
-def cached(
-    con: duckdb.DuckDBPyConnection,
-    lake: str,
-    table_id: int,
-    window: tuple[int, int],
-    columns: tuple[str, ...],
-) -> bool:
+def cached(lake: str, table_id: int, window: tuple[int, int], columns: tuple[str, ...]) -> bool:
     """Whether an entry holds the delta of ``columns`` of the table over ``window``: a model
     deciding after the first reader of its sources' window reads them for nothing
-    (``decide.costs``)."""
-    registry = _registry(con)
+    (``decide.costs``). Asked of every instance's registry, without a statement: a deciding
+    run is inside a transaction, which may not see the cache database another thread created
+    since it began (a process with several DuckDB instances reading one lake is rare, and
+    the answer only weighs a choice)."""
     key = (lake, table_id, window)
     with _lock:
         return any(
             (e.lake, e.table_id, e.window) == key and set(columns) <= set(e.columns)
+            for registry in _registries.values()
             for e in registry.values()
         )
 

@@ -179,7 +179,7 @@ def estimate(
             for t in plan.sources
             if t.key in ended
             and (
-                cached(con, lake(catalog), known[t.key], spans[t.key], plan.source_reads[t.key])
+                cached(lake(catalog), known[t.key], spans[t.key], plan.source_reads[t.key])
                 or captured_all(con, lake(catalog), t, known[t.key], spans[t.key])
             )
         }
