@@ -64,8 +64,11 @@ def test_run_test_and_explain_through_sql(lake: duckdb.DuckDBPyConnection) -> No
 def test_a_run_belongs_to_the_invocation_of_the_models_dbt_selected(
     lake: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The materialization passes dbt's ``selected_resources``: the run knows the other
-    models of its invocation (``runtime.invocation``), and nothing outside the call does."""
+    """A run knows the other models of the dbt invocation it belongs to, as dbt's
+    ``selected_resources`` lists them (``runtime.invocation``), and nothing outside the call
+    does."""
+    from dbt import selected_resources
+
     from dbt_duckstream.runtime import invocation, model_run
 
     bridge.register(lake)
@@ -79,9 +82,11 @@ def test_a_run_belongs_to_the_invocation_of_the_models_dbt_selected(
     monkeypatch.setattr(model_run, "run_model", recording)
     lake.execute("CREATE TABLE t AS SELECT range AS k FROM range(3)")
     selected = ["model.p.m", "model.p.n", "seed.p.s", "test.p.unique_m_k"]
-    call(lake, "duckstream_run", model("m", sql="SELECT k FROM lake.main.t", selected=selected))
+    monkeypatch.setattr(selected_resources, "SELECTED_RESOURCES", selected)
+    call(lake, "duckstream_run", model("m", sql="SELECT k FROM lake.main.t"))
+    monkeypatch.setattr(selected_resources, "SELECTED_RESOURCES", ["model.p.n"])
     call(lake, "duckstream_run", model("n", sql="SELECT k FROM lake.main.t"))
-    assert seen == [frozenset({"m", "n"}), None]
+    assert seen == [frozenset({"m", "n"}), frozenset({"n"})]
     assert invocation.models() is None
 
 

@@ -40,9 +40,9 @@ def relation(request: Request) -> TableRef:
 
 
 def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:
-    """Build or maintain one model (``runtime.model_run``), as a model of the dbt invocation
-    whose selected resources the request lists (``invocation``)."""
-    with invocation.within(invocation.model_names(request.get("selected"))):
+    """Build or maintain one model (``runtime.model_run``), as a model of the running dbt
+    invocation (``invocation``)."""
+    with invocation.within(invocation_models()):
         result = model_run.run_model(
             con,
             request["sql"],
@@ -53,6 +53,28 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
             rebuild_above=rebuild_above(request.get("rebuild_above")),
         )
     return result.to_dict()
+
+
+#: dbt's last selection and the names of its models (``invocation_models``)
+_selection: tuple[object, frozenset[str] | None] = (None, None)
+
+
+def invocation_models() -> frozenset[str] | None:
+    """The names of the models the running dbt invocation selected: what its Jinja context
+    calls ``selected_resources``, which dbt keeps in ``dbt.selected_resources`` (read here,
+    as passing it through the materialization would cost every model of a large project a
+    copy of the list). None when dbt has none."""
+    global _selection
+    try:
+        from dbt import selected_resources
+    except ImportError:
+        return None
+    selected = getattr(selected_resources, "SELECTED_RESOURCES", None)
+    if selected is None:
+        return None
+    if _selection[0] is not selected:  # dbt sets a new list per invocation
+        _selection = (selected, invocation.model_names(selected))
+    return _selection[1]
 
 
 def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:

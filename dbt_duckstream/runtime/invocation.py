@@ -1,5 +1,5 @@
-"""The models of the dbt invocation a run belongs to, as dbt's materialization passes them
-(``selected_resources``).
+"""The models of the dbt invocation a run belongs to, as dbt selected them (its
+``selected_resources``; ``bridge.functions.invocation_models``).
 
 A source's change over a window is read once per invocation and shared (``feeds``). When the
 window ended rows, their old values are read where they lie, a read of every row group

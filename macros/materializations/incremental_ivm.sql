@@ -23,7 +23,6 @@
         'empty': flags.EMPTY is true,
         'fallback': config.get('ivm_fallback'),
         'rebuild_above': config.get('ivm_rebuild_above'),
-        'selected': selected_resources,
       }) -%}
   {{ log(target_relation ~ ': ' ~ result['summary'], info=(result['strategy'] == 'rebuild')) }}
   {%- do store_raw_result(
