@@ -346,3 +346,16 @@ def test_configuration_errors_say_what_to_fix(lake: duckdb.DuckDBPyConnection) -
     assert "must live in a DuckLake catalog" in outside["error"]
     never_built = call(lake, "duckstream_consistency_sql", model("nothing"))
     assert "has not been built by incremental_ivm yet" in never_built["error"]
+
+
+def test_the_plugin_moves_the_parsed_projects_objects_out_of_the_collectors_sight_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full collection traverses every live object: dbt's manifest, parsed before the
+    plugin's connection opens, is moved out of its sight, once per process."""
+    frozen = []
+    monkeypatch.setattr(plugin_module, "_settled", False)
+    monkeypatch.setattr(plugin_module.gc, "freeze", lambda: frozen.append(True))
+    plugin_module.settle_garbage_collector()
+    plugin_module.settle_garbage_collector()
+    assert frozen == [True]
