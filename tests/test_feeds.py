@@ -388,6 +388,37 @@ def test_copies_of_a_row_appended_reach_every_reader_apart(lake):
     assert lake.execute("SELECT count(*) FROM copies").fetchone() == (16,)
 
 
+def test_one_read_of_ended_rows_serves_every_reader_of_an_invocation(lake):
+    """Inside a dbt invocation the first read of a window that ended rows takes every column
+    the invocation's models read, and each model nets its own projection of it: updates that
+    change a column one model does not read cancel for that model alone. File rows and
+    inlined rows, copies of a row and NULLs."""
+    lake.execute("CREATE TABLE t (id INTEGER, k INTEGER, g VARCHAR, v DOUBLE)")
+    lake.execute(
+        "INSERT INTO t SELECT i % 50, i % 7, chr((97 + i % 3)::INTEGER), "
+        "CASE WHEN i % 11 = 0 THEN NULL ELSE i / 4 END FROM range(2000) r(i)"
+    )
+    models = [Model(lake, name, sql) for name, sql in READERS.items()]
+    for model in models:
+        model.refresh()
+    tid = table_id(lake, T)
+    assert tid is not None
+    names = invocation.model_names([f"model.p.{name}" for name in READERS])
+    for changes in [
+        ("UPDATE t SET v = v + 1 WHERE id = 3", "DELETE FROM t WHERE id = 7 AND k = 2"),
+        ("INSERT INTO t VALUES (3, 1, 'c', 4.0), (3, 1, 'c', 4.0), (NULL, 2, 'c', NULL)",),
+        ("UPDATE t SET g = 'z' WHERE id = 3 AND v = 4.0", "DELETE FROM t WHERE v IS NULL"),
+    ]:
+        for change in changes:
+            lake.execute(change)
+        before = len(entries_for(lake, tid))
+        with invocation.within(names):
+            for model in models:
+                assert model.refresh().strategy == "incremental", model.name
+                model.assert_consistent()
+        assert len(entries_for(lake, tid)) == before + 1  # one read for all of them
+
+
 def test_ended_rows_come_from_their_files_or_visibly_by_time_travel(lake, models, tmp_path):
     """Deleted and updated rows are read at their positions in the data files; a layout the
     reader does not handle (here an encrypted lake) reads them by time travel and says so."""
