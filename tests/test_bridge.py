@@ -348,14 +348,15 @@ def test_configuration_errors_say_what_to_fix(lake: duckdb.DuckDBPyConnection) -
     assert "has not been built by incremental_ivm yet" in never_built["error"]
 
 
-def test_the_plugin_moves_the_parsed_projects_objects_out_of_the_collectors_sight_once(
+def test_each_connection_moves_the_parsed_project_out_of_the_collectors_sight(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A full collection traverses every live object: dbt's manifest, parsed before the
-    plugin's connection opens, is moved out of its sight, once per process."""
-    frozen = []
-    monkeypatch.setattr(plugin_module, "_settled", False)
-    monkeypatch.setattr(plugin_module.gc, "freeze", lambda: frozen.append(True))
+    plugin's connection opens, is moved out of its sight; what an earlier invocation of the
+    process froze goes back to the collector first, so that it can be freed."""
+    calls = []
+    monkeypatch.setattr(plugin_module.gc, "unfreeze", lambda: calls.append("unfreeze"))
+    monkeypatch.setattr(plugin_module.gc, "freeze", lambda: calls.append("freeze"))
     plugin_module.settle_garbage_collector()
     plugin_module.settle_garbage_collector()
-    assert frozen == [True]
+    assert calls == ["unfreeze", "freeze", "unfreeze", "freeze"]

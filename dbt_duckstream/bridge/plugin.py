@@ -162,21 +162,16 @@ class Plugin(BasePlugin):
         return needed
 
 
-#: whether this process's objects were moved out of the collector's sight already
-_settled = False
-
-
 def settle_garbage_collector() -> None:
     """Python's full collections traverse every live object, and once dbt has parsed the
     project its manifest and modules are most of them: a full collection in the middle of a
     model's run took 113 ms (the TPC-H benchmark's project, nine models). dbt opens its
-    connection after parsing, so the objects alive then are moved out of the collector's sight
-    (``gc.freeze``), once per process, and later collections traverse only what the runs
-    allocate. A process that runs dbt several times keeps its first invocation's objects."""
-    global _settled
-    if not _settled:
-        _settled = True
-        gc.freeze()
+    connection after parsing, once per invocation, so the objects alive then are moved out of
+    the collector's sight (``gc.freeze``), and later collections traverse only what the runs
+    allocate. Those frozen before go back to the collector first: a process that runs dbt
+    several times frees its earlier invocations' manifests."""
+    gc.unfreeze()
+    gc.freeze()
 
 
 def dbt_threads() -> int | None:
