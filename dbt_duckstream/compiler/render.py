@@ -97,8 +97,12 @@ class RenderContext:
 
     def temp(self, name: str, select: str) -> str:
         """Compute ``select`` into a temporary table now; return its name."""
+        return self._temp_table(name, self.query(select))
+
+    def _temp_table(self, name: str, query: str) -> str:
+        """``temp`` of a query that carries its CTEs already."""
         table = quote(f"_ivm_{self.prefix}_{name}")
-        self.statement(f"CREATE OR REPLACE TEMP TABLE {table} AS\n{self.query(select)}")
+        self.statement(f"CREATE OR REPLACE TEMP TABLE {table} AS\n{query}")
         self.temps.append(table)
         return table
 
@@ -109,9 +113,7 @@ class RenderContext:
             self.statement(f"DROP TABLE IF EXISTS {table}")
             self.statement(f"CREATE TABLE {table} AS {query}")
             return table
-        staged = quote(f"_ivm_{self.prefix}_stage_{len(self.temps)}")
-        self.statement(f"CREATE OR REPLACE TEMP TABLE {staged} AS\n{query}")
-        self.temps.append(staged)
+        staged = self._temp_table(f"stage_{len(self.temps)}", query)
         self.write(f"DROP TABLE IF EXISTS {table}")
         self.write(f"CREATE TABLE {table} AS SELECT * FROM {staged}")
         return staged

@@ -64,7 +64,7 @@ _lock = threading.Lock()
 #: entries that runs of this process are using, with how many runs use each
 _holders: Counter[str] = Counter()
 #: per (lake, table id, window), the lock its readers take turns under (``shared_feed``)
-_flights: dict[tuple[str, int, tuple[int, int]], threading.Lock] = {}
+_flights: dict[WindowKey, threading.Lock] = {}
 
 
 def budget_bytes() -> int:
@@ -108,6 +108,10 @@ class Feed:
         return _relation(self.name)
 
 
+#: a source table's change over a window: (lake identity, table id, window)
+WindowKey = tuple[str, int, tuple[int, int]]
+
+
 @dataclass
 class _Entry:
     """A table of the cache: the delta it holds, when it was last used, and its size."""
@@ -119,6 +123,14 @@ class _Entry:
     feed: Feed
     used: int
     size: int
+
+    @property
+    def key(self) -> WindowKey:
+        return (self.lake, self.table_id, self.window)
+
+    def serves(self, key: WindowKey, columns: tuple[str, ...]) -> bool:
+        """Whether the entry holds the delta of ``columns`` over the window ``key``."""
+        return self.key == key and set(columns) <= set(self.columns)
 
 
 #: per DuckDB instance (its token), the entries of its cache by table name
@@ -174,13 +186,13 @@ def _shared_feed(
     con: duckdb.DuckDBPyConnection,
     request: FeedRequest,
     registry: dict[str, _Entry],
-    key: tuple[str, int, tuple[int, int]],
+    key: WindowKey,
 ) -> Feed:
     lake = key[0]
     with _lock:
-        same = [e for e in registry.values() if (e.lake, e.table_id, e.window) == key]
+        same = [e for e in registry.values() if e.key == key]
         for entry in same:
-            if set(request.columns) <= set(entry.columns):
+            if entry.serves(key, request.columns):
                 entry.used = _tick()
                 _holders[entry.feed.name] += 1
                 return entry.feed
@@ -216,9 +228,7 @@ def cached(lake: str, table_id: int, window: tuple[int, int], columns: tuple[str
     key = (lake, table_id, window)
     with _lock:
         return any(
-            (e.lake, e.table_id, e.window) == key and set(columns) <= set(e.columns)
-            for registry in _registries.values()
-            for e in registry.values()
+            e.serves(key, columns) for registry in _registries.values() for e in registry.values()
         )
 
 
@@ -344,9 +354,8 @@ def _evict(con: duckdb.DuckDBPyConnection, registry: dict[str, _Entry]) -> None:
         con.execute(f"DROP TABLE IF EXISTS {_relation(entry.feed.name)}")
         del registry[entry.feed.name]
         total -= entry.size
-        window = (entry.lake, entry.table_id, entry.window)
-        if not any((e.lake, e.table_id, e.window) == window for e in registry.values()):
-            _flights.pop(window, None)
+        if not any(e.key == entry.key for e in registry.values()):
+            _flights.pop(entry.key, None)
 
 
 def cached_entries(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int, int, list[str]]]:
