@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dbt_duckstream.runtime import invocation
 from dbt_duckstream.runtime.decide import costs
 
 from .budget import SLOW_EXAMPLES
@@ -116,3 +117,15 @@ def test_large_state_tables_read_by_key_range(family: str, scenario: Scenario, d
     name = data.draw(st.sampled_from(sorted(FAMILIES[family])), label="view")
     with mock.patch.object(costs, "LARGE_TABLE_ROWS", 0):
         run_scenario(scenario, {name: FAMILIES[family][name]})
+
+
+@pytest.mark.parametrize("family", ["join_aggregates", "project_filter"])
+@settings(max_examples=SLOW_EXAMPLES)  # a variant of the core families (``budget``)
+@given(scenario=scenarios())
+def test_the_views_of_one_invocation_share_each_window_read(family: str, scenario: Scenario):
+    """A family's views maintained together as the models of one dbt invocation: the first
+    read of each source's window takes every column the others read from it, ended rows
+    included (``runtime.invocation``), and each view nets its own projection of that read."""
+    views = FAMILIES[family]
+    with invocation.within(frozenset(views)):
+        run_scenario(scenario, views)
