@@ -156,7 +156,8 @@ def _json_udf(
         PLANNING.began(request.pop("planning", ""))
         cursor = conn.cursor()
         try:
-            return json.dumps(function(cursor, request))
+            with invocation.lasting(conn.cursor):
+                return json.dumps(function(cursor, request))
         except (DuckstreamError, duckdb.Error) as error:
             database = isinstance(error, (duckdb.Error, ContendedCatalogError))
             return json.dumps(

@@ -165,3 +165,20 @@ def columns_read(
             }
         )
     )
+
+
+def sources_read(lake: str, log_id: int, among: frozenset[str]) -> dict[str, set[int]]:
+    """The source tables that the models named ``among`` of one run log read, as this process
+    knows their latest runs: table ids by catalog."""
+    with _lock:
+        entries = [
+            known.entry
+            for (known_lake, known_log, model), known in _known.items()
+            if known_lake == lake and known_log == log_id and model in among and known.entry
+        ]
+    found: dict[str, set[int]] = {}
+    for entry in entries:
+        for cursor in entry.cursors:
+            if cursor.table_id is not None:
+                found.setdefault(cursor.catalog, set()).add(cursor.table_id)
+    return found

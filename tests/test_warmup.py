@@ -1,0 +1,116 @@
+"""The catalog versions an invocation's models read, loaded ahead by its first run
+(``runtime.warmup``)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import duckdb
+
+from dbt_duckstream.runtime import invocation, warmup
+from dbt_duckstream.runtime.lake import attach_lake, table_id
+from dbt_duckstream.sql import TableRef
+
+from .harness import Model
+
+SQL = {
+    "per_k": "SELECT k, sum(v) AS s, count(*) AS n FROM a GROUP BY k",
+    "per_g": "SELECT g, max(w) AS m FROM b GROUP BY g",
+}
+#: DuckLake's load of a whole catalog as of a schema version
+CATALOG_LOAD = "SELECT schema_id, tbl.table_id"
+
+
+def _attached(directory: Path) -> duckdb.DuckDBPyConnection:
+    """A DuckDB instance of its own, so that it has loaded nothing of the lake yet."""
+    con = duckdb.connect()
+    attach_lake(con, f"{directory}/lake.ducklake", data_path=f"{directory}/data")
+    con.execute("USE lake")
+    return con
+
+
+def _lake_at_old_versions(directory: Path) -> None:
+    """Two sources and two models, every table holding inlined rows at a schema version
+    older than the lake's, and a change of each source for the next runs."""
+    con = _attached(directory)
+    con.execute("CREATE TABLE a (k INTEGER, v INTEGER)")
+    con.execute("INSERT INTO a SELECT i % 3, i FROM range(20) r(i)")
+    con.execute("CREATE TABLE b (g VARCHAR, w DOUBLE)")
+    con.execute("INSERT INTO b VALUES ('x', 1.5), ('y', NULL), ('x', 2.5)")
+    for name, sql in SQL.items():
+        Model(con, name, sql).refresh()
+    con.execute("CREATE TABLE later (x INTEGER)")  # the lake's schema version moves on
+    con.execute("INSERT INTO a VALUES (1, 100), (NULL, 7)")
+    con.execute("DELETE FROM b WHERE w = 1.5")
+    con.close()
+
+
+def _loads(con: duckdb.DuckDBPyConnection) -> int:
+    logged = con.execute("SELECT message FROM duckdb_logs").fetchall()
+    return sum(CATALOG_LOAD in message and "duckdb_logs" not in message for (message,) in logged)
+
+
+def _second_models_loads(directory: Path, *, lasting: bool) -> int:
+    """Run both models as one invocation in a fresh process's instance: the catalog loads the
+    second model's run issued."""
+    con = _attached(directory)
+    models = {name: Model(con, name, sql) for name, sql in SQL.items()}
+    con.execute("CALL enable_logging('QueryLog')")
+    names = invocation.model_names([f"model.p.{name}" for name in SQL])
+    try:
+        with invocation.within(names), invocation.lasting(con.cursor if lasting else None):
+            assert models["per_k"].refresh().strategy == "incremental"
+            for thread in threading.enumerate():
+                if thread.name == "duckstream-catalog-versions":
+                    thread.join()
+            before = _loads(con)
+            assert models["per_g"].refresh().strategy == "incremental"
+            loads = _loads(con) - before
+        for model in models.values():
+            model.assert_consistent()
+        return loads
+    finally:
+        con.close()
+
+
+def test_the_first_run_loads_the_catalog_versions_the_invocations_other_models_read(tmp_path):
+    """The second model of an invocation finds its source's and its state table's catalog
+    versions loaded by the thread the first run started; without a lasting cursor to load
+    on, it loads them itself."""
+    _lake_at_old_versions(tmp_path)
+    assert _second_models_loads(tmp_path, lasting=False) > 0
+    _lake_at_old_versions_again(tmp_path)
+    assert _second_models_loads(tmp_path, lasting=True) == 0
+
+
+def _lake_at_old_versions_again(directory: Path) -> None:
+    con = _attached(directory)
+    con.execute("CREATE TABLE later_still (x INTEGER)")
+    con.execute("INSERT INTO a VALUES (2, 5)")
+    con.execute("UPDATE b SET w = 9 WHERE g = 'y'")
+    con.close()
+
+
+def test_old_versions_are_those_of_the_tables_and_models_asked_for(tmp_path):
+    """One entry per schema version older than the lake's that holds inlined rows of a table
+    asked for (by id, or as a model's table or state table beside it), with a table named as
+    it was then; ``load`` loads each, and the tables read as before."""
+    _lake_at_old_versions(tmp_path)
+    con = _attached(tmp_path)
+    a = table_id(con, TableRef("lake", "main", "a"))
+    assert a is not None
+    only_a = warmup.old_versions(con, "lake", [a])
+    assert [name for _, _, name in only_a] == ["a"]
+    with_models = warmup.old_versions(con, "lake", [a], ("main", ["per_g"]))
+    # a's version, and the one per_g and its state table were created at; not per_k's
+    assert len(with_models) == 2 and with_models[0] == only_a[0]
+    assert with_models[1][2] in ("per_g", "_duckstream_state_per_g_3")
+    assert warmup.old_versions(con, "lake", []) == []
+    con.execute("CALL enable_logging('QueryLog')")
+    assert warmup.load(con, "lake", [a], ("main", ["per_g"])) == len(with_models)
+    loaded = _loads(con)
+    assert loaded >= len(with_models)
+    assert con.execute("SELECT count(*), sum(v) FROM a").fetchone() == (22, 297)
+    assert _loads(con) == loaded  # its version is loaded: reading it loads nothing more
+    con.close()
