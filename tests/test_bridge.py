@@ -312,6 +312,34 @@ def test_under_dbt_the_statistics_optimizers_stay_off_whatever_the_threads(
         con.close()
 
 
+def test_dbts_first_cursor_starts_reading_ahead_for_its_selection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """dbt attaches the profile's databases after the plugin configured its connection, and
+    then opens cursors: the first starts reading ahead (``runtime.warmup``) for the models
+    dbt selected, on a cursor of the connection; later cursors start nothing."""
+    started: list[tuple[duckdb.DuckDBPyConnection, frozenset[str] | None]] = []
+    monkeypatch.setattr(
+        plugin_module, "on_open", lambda cursors, models: started.append((cursors(), models))
+    )
+    selected = frozenset({"orders"})
+    monkeypatch.setattr(plugin_module, "invocation_models", lambda: selected)
+    monkeypatch.setattr(plugin_module, "dbt_threads", lambda: 1)
+    monkeypatch.setattr(lake_module, "_off_for_good", set())
+    con = duckdb.connect()
+    try:
+        plugin = plugin_module.Plugin("duckstream", {}, None)
+        plugin.configure_cursor(con.cursor())  # no connection opened yet: nothing
+        assert started == []
+        plugin.configure_connection(con)
+        for _ in range(2):
+            plugin.configure_cursor(con.cursor())
+        assert [models for _, models in started] == [selected]
+        assert started[0][0].execute("SELECT 42").fetchone() == (42,)
+    finally:
+        con.close()
+
+
 def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:
     bridge.register(lake)
     lake.execute("CREATE TABLE t AS SELECT range AS v FROM range(5)")

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import duckdb
 
-from dbt_duckstream.runtime import invocation, warmup
+from dbt_duckstream.runtime import invocation, known_runs, warmup
 from dbt_duckstream.runtime.lake import attach_lake, table_id
 from dbt_duckstream.sql import TableRef
 
@@ -20,6 +19,8 @@ SQL = {
 }
 #: DuckLake's load of a whole catalog as of a schema version
 CATALOG_LOAD = "SELECT schema_id, tbl.table_id"
+#: a read of the run log's latest runs (``runlog.latest_runs``)
+LOG_READ = "arg_max(struct_pack(run"
 
 
 def _attached(directory: Path) -> duckdb.DuckDBPyConnection:
@@ -51,37 +52,51 @@ def _loads(con: duckdb.DuckDBPyConnection) -> int:
     return sum(CATALOG_LOAD in message and "duckdb_logs" not in message for (message,) in logged)
 
 
-def _second_models_loads(directory: Path, *, lasting: bool) -> int:
-    """Run both models as one invocation in a fresh process's instance: the catalog loads the
-    second model's run issued."""
+def _reads_while_running(directory: Path, monkeypatch, *, ahead: bool) -> tuple[int, int]:
+    """Both models run as one invocation as in a fresh process (an instance of its own, no
+    latest runs known), read ahead for or not: the catalog loads and the run log reads their
+    runs issued."""
+    monkeypatch.setattr(known_runs, "_known", {})
     con = _attached(directory)
     models = {name: Model(con, name, sql) for name, sql in SQL.items()}
-    con.execute("CALL enable_logging('QueryLog')")
     names = invocation.model_names([f"model.p.{name}" for name in SQL])
     try:
-        with invocation.within(names), invocation.lasting(con.cursor if lasting else None):
-            assert models["per_k"].refresh().strategy == "incremental"
-            for thread in threading.enumerate():
-                if thread.name == "duckstream-catalog-versions":
-                    thread.join()
-            before = _loads(con)
-            assert models["per_g"].refresh().strategy == "incremental"
-            loads = _loads(con) - before
+        if ahead:
+            thread = warmup.on_open(con.cursor, names)
+            assert thread is not None
+            thread.join()
+        con.execute("CALL enable_logging('QueryLog')")
+        with invocation.within(names):
+            for model in models.values():
+                assert model.refresh().strategy == "incremental"
+        logged = [m for (m,) in con.execute("SELECT message FROM duckdb_logs").fetchall()]
         for model in models.values():
             model.assert_consistent()
-        return loads
     finally:
         con.close()
+    runs = [m for m in logged if "duckdb_logs" not in m]
+    return sum(CATALOG_LOAD in m for m in runs), sum(LOG_READ in m for m in runs)
 
 
-def test_the_first_run_loads_the_catalog_versions_the_invocations_other_models_read(tmp_path):
-    """The second model of an invocation finds its source's and its state table's catalog
-    versions loaded by the thread the first run started; without a lasting cursor to load
-    on, it loads them itself."""
+def test_reading_ahead_leaves_the_runs_no_catalog_version_and_no_run_log_to_read(
+    tmp_path, monkeypatch
+):
+    """Read ahead for when dbt opens its connection, an invocation's runs find every catalog
+    version their tables' inlined rows need loaded (their sources', their own tables' and
+    state tables') and their latest runs known; without it they load and read them."""
     _lake_at_old_versions(tmp_path)
-    assert _second_models_loads(tmp_path, lasting=False) > 0
+    loads, log_reads = _reads_while_running(tmp_path, monkeypatch, ahead=False)
+    assert loads > 0 and log_reads > 0
     _lake_at_old_versions_again(tmp_path)
-    assert _second_models_loads(tmp_path, lasting=True) == 0
+    assert _reads_while_running(tmp_path, monkeypatch, ahead=True) == (0, 0)
+
+
+def test_nothing_is_read_ahead_for_an_unknown_invocation(tmp_path):
+    _lake_at_old_versions(tmp_path)
+    con = _attached(tmp_path)
+    assert warmup.on_open(con.cursor, None) is None
+    assert warmup.on_open(con.cursor, frozenset()) is None
+    con.close()
 
 
 def _lake_at_old_versions_again(directory: Path) -> None:
@@ -94,23 +109,24 @@ def _lake_at_old_versions_again(directory: Path) -> None:
 
 def test_old_versions_are_those_of_the_tables_and_models_asked_for(tmp_path):
     """One entry per schema version older than the lake's that holds inlined rows of a table
-    asked for (by id, or as a model's table or state table beside it), with a table named as
-    it was then; ``load`` loads each, and the tables read as before."""
+    asked for (by id, or as a model's table or state table in a schema), with a table named
+    as it was then; ``load`` loads each, and the tables read as before."""
     _lake_at_old_versions(tmp_path)
     con = _attached(tmp_path)
     a = table_id(con, TableRef("lake", "main", "a"))
     assert a is not None
     only_a = warmup.old_versions(con, "lake", [a])
     assert [name for _, _, name in only_a] == ["a"]
-    with_models = warmup.old_versions(con, "lake", [a], ("main", ["per_g"]))
+    with_models = warmup.old_versions(con, "lake", [a], ["per_g"], ["main"])
     # a's version, and the one per_g and its state table were created at; not per_k's
     assert len(with_models) == 2 and with_models[0] == only_a[0]
     assert with_models[1][2] in ("per_g", "_duckstream_state_per_g_3")
+    assert warmup.old_versions(con, "lake", [], ["per_g"], ["elsewhere"]) == []
     assert warmup.old_versions(con, "lake", []) == []
     con.execute("CALL enable_logging('QueryLog')")
-    assert warmup.load(con, "lake", [a], ("main", ["per_g"])) == len(with_models)
+    assert warmup.load(con, "lake", [a], ["per_g"], ["main"]) == 2
     loaded = _loads(con)
-    assert loaded >= len(with_models)
+    assert loaded >= 2
     assert con.execute("SELECT count(*), sum(v) FROM a").fetchone() == (22, 297)
     assert _loads(con) == loaded  # its version is loaded: reading it loads nothing more
     con.close()

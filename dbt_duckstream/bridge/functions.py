@@ -156,8 +156,7 @@ def _json_udf(
         PLANNING.began(request.pop("planning", ""))
         cursor = conn.cursor()
         try:
-            with invocation.lasting(conn.cursor):
-                return json.dumps(function(cursor, request))
+            return json.dumps(function(cursor, request))
         except (DuckstreamError, duckdb.Error) as error:
             database = isinstance(error, (duckdb.Error, ContendedCatalogError))
             return json.dumps(

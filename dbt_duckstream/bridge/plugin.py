@@ -41,7 +41,8 @@ from ..runtime.lake import (
     share_instance,
 )
 from ..runtime.turns import LAKE, PLANNING
-from .functions import register
+from ..runtime.warmup import on_open
+from .functions import invocation_models, register
 
 #: data paths that DuckDB reads through httpfs
 REMOTE_SCHEMES = ("s3://", "s3a://", "s3n://", "gcs://", "gs://", "r2://", "http://", "https://")
@@ -108,6 +109,8 @@ _in_turns: set[Callable[..., Any]] = set()
 
 class Plugin(BasePlugin):
     def initialize(self, plugin_config: dict[str, Any]) -> None:
+        #: the connection dbt opened last, until its first cursor (``configure_cursor``)
+        self._opened: DuckDBPyConnection | None = None
         if DuckDBCursorWrapper.execute not in _in_turns:
             patched = take_turns(DuckDBCursorWrapper.execute)
             DuckDBCursorWrapper.execute = patched  # ty: ignore[invalid-assignment]
@@ -137,6 +140,15 @@ class Plugin(BasePlugin):
         for secret in self.secrets:
             conn.execute(secret.to_sql())
         register(conn)
+        self._opened = conn
+
+    def configure_cursor(self, cursor: DuckDBPyConnection) -> None:
+        """dbt's first cursor comes once the profile's databases are attached: then what the
+        invocation's runs read first is read ahead, on a cursor of the connection itself
+        (which outlives the invocation's cursors, and closes its own with it)."""
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            on_open(opened.cursor, invocation_models())
 
     def _complete_attachments(self) -> None:
         """Add the options a catalog needs that the profile leaves out (dbt-duckdb attaches

@@ -8,24 +8,15 @@ for them: those of its invocation. Without that knowledge (the Python API) a fir
 its own columns, and a later model that needs others reads the window again. Models are known
 by name, as the run log knows them by their table's: a model whose alias differs from its name
 is not read ahead for, and reads the window again if it needs more.
-
-An invocation may also say how to open a cursor that outlives a run (one of the process's
-connection, not of a run's cursor, which closes its own with it): ``warmup`` loads there,
-beside the runs, the catalog versions the invocation's models will read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Generator, Iterable
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-import duckdb
-
 _models: ContextVar[frozenset[str] | None] = ContextVar("duckstream_invocation", default=None)
-_cursors: ContextVar[Callable[[], duckdb.DuckDBPyConnection] | None] = ContextVar(
-    "duckstream_invocation_cursors", default=None
-)
 
 
 def model_names(selected: Iterable[str] | None) -> frozenset[str] | None:
@@ -54,24 +45,6 @@ def within(models: frozenset[str] | None) -> Generator[None]:
         _models.reset(token)
 
 
-@contextmanager
-def lasting(cursors: Callable[[], duckdb.DuckDBPyConnection] | None) -> Generator[None]:
-    """Runs inside open lasting cursors with ``cursors`` (``lasting_cursor``; None: they
-    cannot)."""
-    token = _cursors.set(cursors)
-    try:
-        yield
-    finally:
-        _cursors.reset(token)
-
-
 def models() -> frozenset[str] | None:
     """The names of the current invocation's models, or None when they are not known."""
     return _models.get()
-
-
-def lasting_cursor() -> duckdb.DuckDBPyConnection | None:
-    """A cursor of the process's connection, which a run's end does not close; None when the
-    invocation cannot open one."""
-    cursors = _cursors.get()
-    return cursors() if cursors is not None else None

@@ -182,3 +182,13 @@ def sources_read(lake: str, log_id: int, among: frozenset[str]) -> dict[str, set
             if cursor.table_id is not None:
                 found.setdefault(cursor.catalog, set()).add(cursor.table_id)
     return found
+
+
+def learn(lake: str, log_id: int, entries: dict[str, runlog.Entry], as_of: int) -> None:
+    """The log's latest runs as a read at snapshot ``as_of`` found them, ahead of the runs
+    (``warmup``): kept for each model the process knows nothing later of."""
+    with _lock:
+        for model, entry in entries.items():
+            known = _known.get((lake, log_id, model))
+            if known is None or (known.token is None and known.as_of < as_of):
+                _known[(lake, log_id, model)] = _Known(entry, as_of)

@@ -33,7 +33,7 @@ from ..retry import (
     sqlite_catalogs,
 )
 from ..sql import TableRef, bare_statement, inlined, literal, quote
-from . import invocation, known_runs, runlog, warmup
+from . import invocation, known_runs, runlog
 from .breakdown import Breakdown, phase, tally
 from .counts import CountRead, counts_at_pins, remember
 from .decide import REBUILD_ABOVE, Decision, Situation, Strategy, decide, estimated_rows
@@ -312,7 +312,6 @@ def refresh(
     def decided_and_carried_out(files: list[str]) -> RunResult:
         with phase("decide"), transaction(con, writes=False, sqlite=files):
             situation, decision = decided()
-        _load_ahead(plan, situation)
         if decision.strategy is Strategy.UNCHANGED and not decision.advance:
             return RunResult(plan.target.key, decision.strategy, decision.reason, decision.windows)
         # feeds are read outside the run's transaction (see ``feeds``)
@@ -412,16 +411,6 @@ def _latest_run(
 
 class _NoRunLog(Exception):
     """The model's schema has no run log yet: a run creates it first (``runlog.ensure``)."""
-
-
-def _load_ahead(plan: IVMPlan, situation: Situation) -> None:
-    """Start loading the catalog versions the invocation's other models will read
-    (``warmup``), once the run log told what they read."""
-    lake = situation.lakes.get(plan.target.catalog)
-    log_id = situation.ids.get(runlog.log_table(plan.target).key)
-    if lake is not None and log_id is not None:
-        own = [tid for tid in situation.ids.values() if tid is not None]
-        warmup.ahead(plan.target, own, lake=lake, log_id=log_id)
 
 
 def _feed_requests(

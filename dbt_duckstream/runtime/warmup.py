@@ -1,88 +1,106 @@
-"""The old catalog versions that an invocation's models will read, loaded ahead beside its runs.
+"""What an invocation's runs read first, read ahead beside dbt's start: the run logs, and the
+old catalog versions of the models' tables.
 
 DuckLake reads a table's inlined rows at the schema version that inlined them, and a process
 loads the whole catalog as of that version the first time it reads one (six catalog queries,
 12-30 ms with 200 tables in the lake). Every DDL moves the lake's schema version on (a model
 built, rebuilt or replaced), so most inlined tables are at older versions: at TPC-H SF1 a
 ``dbt run`` of nine maintained models paid 15 such loads, 250 ms, each inside the first model
-to read the table (a source, a state table, the run log). DuckLake keeps what it loads for
-the process, so one thread can load them for all: the first run of an invocation, once it
-has read the run log, starts one with the tables the other models read, and it loads their
-versions on a cursor of its own while dbt's thread runs the models before them.
+to read the table (a source, a state table, the run log), and its first model read the run
+log besides. DuckLake keeps what it loads for the process, and the process keeps the latest
+runs it read (``known_runs``), so one thread can do both for all: when dbt opens its
+connection the plugin starts one (``on_open``), which reads each run log of the lake, and
+loads the versions of the sources, tables and state tables of the invocation's models, while
+dbt's own thread creates schemas, runs hooks and compiles.
 
-Loading is all it does: a version it has not loaded yet when a run needs it, the run loads
-itself, as without it, and a failure only leaves the runs to load theirs.
+Reading ahead is all it does: what it has not loaded when a run needs it, the run loads
+itself, as without it; a failure only leaves the runs to read theirs. Models are known by
+name, as in ``invocation``: one whose alias differs from its name is not read ahead for.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import duckdb
 
 from ..compiler.plan import STATE_PREFIX
 from ..sql import TableRef, literal, quote
-from . import invocation, known_runs
-from .lake import ducklake_catalogs, live_at, metadata_catalog
+from . import known_runs, runlog
+from .lake import (
+    current_snapshot,
+    ducklake_catalogs,
+    lake_identity,
+    live_at,
+    metadata_catalog,
+    transaction,
+)
 from .turns import LAKE
 
-#: the invocation (its models) each lake was last loaded ahead for
-_loaded_for: dict[str, frozenset[str]] = {}
-_lock = threading.Lock()
+#: the thread's name (tests wait for it)
+THREAD = "duckstream-read-ahead"
 
 
-def ahead(
-    target: TableRef, own: Iterable[int], *, lake: str, log_id: int
+def on_open(
+    cursors: Callable[[], duckdb.DuckDBPyConnection], models: frozenset[str] | None
 ) -> threading.Thread | None:
-    """Start loading, once per invocation and lake, the old catalog versions that the
-    invocation's models other than ``target``'s will read: their sources (as the run log
-    knows them), and their tables and state tables beside ``target``; not those of the run
-    that starts it (``own``: its table ids), which it is loading itself. The thread, or None
-    when nothing is started (no other model known, or no lasting cursor to load on)."""
-    models = invocation.models()
-    others = models - {target.name} if models is not None else frozenset()
-    if models is None or not others:
+    """Start reading ahead for an invocation of ``models`` (None: unknown, nothing to do) on
+    a cursor opened by ``cursors`` from a connection that outlives the invocation's runs."""
+    if not models:
         return None
-    with _lock:
-        if _loaded_for.get(lake) is models:
-            return None
-        cursor = invocation.lasting_cursor()
-        if cursor is None:
-            return None
-        _loaded_for[lake] = models
-    sources = known_runs.sources_read(lake, log_id, others)
-    skip = set(own)
+    cursor = cursors()
 
-    def loading() -> None:
+    def reading() -> None:
         try:
-            lakes = ducklake_catalogs(cursor)
-            if target.catalog in lakes:
-                sources.setdefault(target.catalog, set())
-            for catalog, tables in sorted(sources.items()):
-                if catalog in lakes:
-                    named = (target.schema, sorted(others)) if catalog == target.catalog else None
-                    load(cursor, catalog, tables - skip, named)
+            for catalog in sorted(ducklake_catalogs(cursor)):
+                read_ahead(cursor, catalog, models)
         except duckdb.Error:
-            pass  # the runs load what this did not
+            pass  # the runs read what this did not
         finally:
             cursor.close()
 
-    thread = threading.Thread(target=loading, name="duckstream-catalog-versions", daemon=True)
+    thread = threading.Thread(target=reading, name=THREAD, daemon=True)
     thread.start()
     return thread
+
+
+def read_ahead(con: duckdb.DuckDBPyConnection, catalog: str, models: frozenset[str]) -> None:
+    """Read each run log of the catalog (``known_runs.learn``), then load the old catalog
+    versions of what ``models`` read: their sources in the catalog, their tables and state
+    tables."""
+    meta = metadata_catalog(catalog)
+    logs = con.execute(
+        f"SELECT s.schema_name, t.table_id FROM {meta}.ducklake_table AS t "
+        f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+        f"WHERE t.table_name = {literal(runlog.RUN_LOG)} "
+        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL ORDER BY 1"
+    ).fetchall()
+    if not logs:
+        return
+    lake = lake_identity(con, catalog)
+    sources: set[int] = set()
+    for schema, log_id in logs:
+        log = TableRef(catalog, str(schema), runlog.RUN_LOG)
+        with transaction(con, writes=False):
+            as_of = current_snapshot(con, catalog)
+            entries = runlog.latest_runs(con, log)
+        known_runs.learn(lake, int(log_id), entries, as_of)
+        sources |= known_runs.sources_read(lake, int(log_id), models).get(catalog, set())
+    load(con, catalog, sources, models, [str(schema) for schema, _ in logs])
 
 
 def load(
     con: duckdb.DuckDBPyConnection,
     catalog: str,
     tables: Iterable[int],
-    models: tuple[str, list[str]] | None = None,
+    models: Iterable[str] = (),
+    schemas: Iterable[str] = (),
 ) -> int:
     """Load the old catalog versions of ``tables``' inlined rows, and of the tables and state
-    tables of ``models`` (a schema and model names); how many versions it loaded."""
+    tables of ``models`` in ``schemas``; how many versions it loaded."""
     with LAKE.reading():
-        versions = old_versions(con, catalog, tables, models)
+        versions = old_versions(con, catalog, tables, models, schemas)
     for at, schema, name in versions:
         with LAKE.reading():  # a time travel to a version loads the catalog as of it
             con.execute(
@@ -96,18 +114,19 @@ def old_versions(
     con: duckdb.DuckDBPyConnection,
     catalog: str,
     tables: Iterable[int],
-    models: tuple[str, list[str]] | None = None,
+    models: Iterable[str] = (),
+    schemas: Iterable[str] = (),
 ) -> list[tuple[int, str, str]]:
     """Per schema version older than the lake's that holds inlined rows of the tables: the
     snapshot that began it, and one of those tables (schema and name) as it was named then."""
     meta = metadata_catalog(catalog)
     wanted = [f"t.table_id IN ({', '.join(str(int(t)) for t in sorted(set(tables))) or 'NULL'})"]
-    if models is not None:
-        schema, names = models
+    names, within = sorted(models), sorted(schemas)
+    if names and within:
         listed = ", ".join(literal(n.lower()) for n in names)
         prefixes = ", ".join(literal(f"{STATE_PREFIX}{n}_".lower()) for n in names)
         wanted.append(
-            f"(lower(s.schema_name) = {literal(schema.lower())} "
+            f"(lower(s.schema_name) IN ({', '.join(literal(n.lower()) for n in within)}) "
             f"AND (lower(t.table_name) IN ({listed}) "
             f"OR list_any_value(list_filter([{prefixes}], p -> "
             "starts_with(lower(t.table_name), p))) IS NOT NULL))"
