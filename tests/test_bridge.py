@@ -317,7 +317,8 @@ def test_dbts_first_cursor_starts_reading_ahead_for_its_selection(
 ) -> None:
     """dbt attaches the profile's databases after the plugin configured its connection, and
     then opens cursors: the first starts reading ahead (``runtime.warmup``) for the models
-    dbt selected, on a cursor of the connection; later cursors start nothing."""
+    dbt selected, on a cursor of the connection, when the command runs models; later cursors
+    start nothing."""
     started: list[tuple[duckdb.DuckDBPyConnection, frozenset[str] | None]] = []
     monkeypatch.setattr(
         plugin_module, "on_open", lambda cursors, models: started.append((cursors(), models))
@@ -326,18 +327,24 @@ def test_dbts_first_cursor_starts_reading_ahead_for_its_selection(
     monkeypatch.setattr(plugin_module, "invocation_models", lambda: selected)
     monkeypatch.setattr(plugin_module, "dbt_threads", lambda: 1)
     monkeypatch.setattr(lake_module, "_off_for_good", set())
-    con = duckdb.connect()
+    command = ["test"]
+    monkeypatch.setattr(plugin_module, "dbt_command", lambda: command[0])
+    connections = [duckdb.connect(), duckdb.connect()]
     try:
         plugin = plugin_module.Plugin("duckstream", {}, None)
-        plugin.configure_cursor(con.cursor())  # no connection opened yet: nothing
+        plugin.configure_cursor(connections[0].cursor())  # no connection opened yet: nothing
+        plugin.configure_connection(connections[0])
+        plugin.configure_cursor(connections[0].cursor())  # dbt test: nothing
         assert started == []
-        plugin.configure_connection(con)
+        command[0] = "run"
+        plugin.configure_connection(connections[1])
         for _ in range(2):
-            plugin.configure_cursor(con.cursor())
+            plugin.configure_cursor(connections[1].cursor())
         assert [models for _, models in started] == [selected]
         assert started[0][0].execute("SELECT 42").fetchone() == (42,)
     finally:
-        con.close()
+        for con in connections:
+            con.close()
 
 
 def test_fallback_rebuilds_unsupported_sql(lake: duckdb.DuckDBPyConnection) -> None:

@@ -147,7 +147,7 @@ class Plugin(BasePlugin):
         invocation's runs read first is read ahead, on a cursor of the connection itself
         (which outlives the invocation's cursors, and closes its own with it)."""
         opened, self._opened = self._opened, None
-        if opened is not None:
+        if opened is not None and dbt_command() in RUNNING_MODELS:
             on_open(opened.cursor, invocation_models())
 
     def _complete_attachments(self) -> None:
@@ -184,6 +184,19 @@ def settle_garbage_collector() -> None:
     several times frees its earlier invocations' manifests."""
     gc.unfreeze()
     gc.freeze()
+
+
+#: the dbt commands that run models (others, such as ``test`` or ``docs``, read nothing ahead)
+RUNNING_MODELS = frozenset({"run", "build", "retry"})
+
+
+def dbt_command() -> str | None:
+    """The running dbt command (``run``, ``test``, ...); None outside dbt."""
+    try:
+        from dbt.flags import get_flags
+    except ImportError:
+        return None
+    return getattr(get_flags(), "WHICH", None)
 
 
 def dbt_threads() -> int | None:
