@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import duckdb
@@ -130,3 +131,26 @@ def test_old_versions_are_those_of_the_tables_and_models_asked_for(tmp_path):
     assert con.execute("SELECT count(*), sum(v) FROM a").fetchone() == (22, 297)
     assert _loads(con) == loaded  # its version is loaded: reading it loads nothing more
     con.close()
+
+
+def test_a_failure_stops_reading_ahead_quietly_and_the_runs_go_on(tmp_path, monkeypatch):
+    """A run log written by an earlier release (without a column added since) fails the read
+    ahead: the thread stops without a word to dbt's output, and the runs upgrade the log and
+    maintain, as without it."""
+    monkeypatch.setattr(known_runs, "_known", {})
+    _lake_at_old_versions(tmp_path)
+    con = _attached(tmp_path)
+    try:
+        con.execute("ALTER TABLE _duckstream_runs DROP COLUMN changed_rows")
+        models = {name: Model(con, name, sql) for name, sql in SQL.items()}
+        escaped: list[BaseException] = []
+        monkeypatch.setattr(threading, "excepthook", lambda hook: escaped.append(hook.exc_value))
+        thread = warmup.on_open(con.cursor, frozenset(SQL))
+        assert thread is not None
+        thread.join()
+        assert escaped == []
+        for model in models.values():
+            assert model.refresh().strategy == "incremental"
+            model.assert_consistent()
+    finally:
+        con.close()

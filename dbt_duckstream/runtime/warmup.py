@@ -20,12 +20,14 @@ name, as in ``invocation``: one whose alias differs from its name is not read ah
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 
 import duckdb
 
 from ..compiler.plan import STATE_PREFIX
+from ..errors import DuckstreamError
 from ..sql import TableRef, literal, quote
 from . import known_runs, runlog
 from .lake import (
@@ -40,6 +42,7 @@ from .turns import LAKE
 
 #: the thread's name (tests wait for it)
 THREAD = "duckstream-read-ahead"
+LOGGER = logging.getLogger("dbt_duckstream")
 
 
 def on_open(
@@ -55,8 +58,9 @@ def on_open(
         try:
             for catalog in sorted(ducklake_catalogs(cursor)):
                 read_ahead(cursor, catalog, models)
-        except duckdb.Error:
-            pass  # the runs read what this did not
+        except (duckdb.Error, DuckstreamError, runlog.OutdatedRunLog) as error:
+            # the runs read what this did not, and report what fails them
+            LOGGER.debug("reading ahead stopped: %s", error)
         finally:
             cursor.close()
 
@@ -70,15 +74,16 @@ def read_ahead(con: duckdb.DuckDBPyConnection, catalog: str, models: frozenset[s
     versions of what ``models`` read: their sources in the catalog, their tables and state
     tables."""
     meta = metadata_catalog(catalog)
-    logs = con.execute(
-        f"SELECT s.schema_name, t.table_id FROM {meta}.ducklake_table AS t "
-        f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
-        f"WHERE t.table_name = {literal(runlog.RUN_LOG)} "
-        "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL ORDER BY 1"
-    ).fetchall()
-    if not logs:
-        return
-    lake = lake_identity(con, catalog)
+    with LAKE.reading():
+        logs = con.execute(
+            f"SELECT s.schema_name, t.table_id FROM {meta}.ducklake_table AS t "
+            f"JOIN {meta}.ducklake_schema AS s USING (schema_id) "
+            f"WHERE t.table_name = {literal(runlog.RUN_LOG)} "
+            "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL ORDER BY 1"
+        ).fetchall()
+        if not logs:
+            return
+        lake = lake_identity(con, catalog)
     sources: set[int] = set()
     for schema, log_id in logs:
         log = TableRef(catalog, str(schema), runlog.RUN_LOG)
