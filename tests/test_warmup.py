@@ -123,6 +123,20 @@ def test_old_versions_are_those_of_the_tables_and_models_asked_for(tmp_path):
     assert len(with_models) == 2 and with_models[0] == only_a[0]
     assert with_models[1][2] in ("per_g", "_duckstream_state_per_g_3")
     assert warmup.old_versions(con, "lake", [], ["per_g"], ["elsewhere"]) == []
+    # tables of one version in two schemas: the entry names one of them whole
+    con.execute("BEGIN TRANSACTION")
+    con.execute("CREATE SCHEMA zz")
+    con.execute("CREATE TABLE zz.c (x INTEGER)")
+    con.execute("CREATE TABLE main.d (x INTEGER)")
+    con.execute("INSERT INTO zz.c VALUES (1)")
+    con.execute("INSERT INTO main.d VALUES (2)")
+    con.execute("COMMIT")
+    con.execute("CREATE TABLE main.later_again (x INTEGER)")
+    pair = [("zz", "c"), ("main", "d")]
+    ids = [i for s, n in pair if (i := table_id(con, TableRef("lake", s, n))) is not None]
+    [(_, schema, name)] = warmup.old_versions(con, "lake", ids)
+    assert (schema, name) in pair
+    assert warmup.load(con, "lake", ids) == 1
     assert warmup.old_versions(con, "lake", []) == []
     con.execute("CALL enable_logging('QueryLog')")
     assert warmup.load(con, "lake", [a], ["per_g"], ["main"]) == 2

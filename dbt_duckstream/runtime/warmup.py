@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 
 import duckdb
 
@@ -106,13 +107,17 @@ def load(
     tables of ``models`` in ``schemas``; how many versions it loaded."""
     with LAKE.reading():
         versions = old_versions(con, catalog, tables, models, schemas)
+    loaded = 0
     for at, schema, name in versions:
-        with LAKE.reading():  # a time travel to a version loads the catalog as of it
+        # a time travel to a version loads the catalog as of it; a table dropped meanwhile
+        # only leaves its version to the runs
+        with LAKE.reading(), suppress(duckdb.CatalogException):
             con.execute(
                 f"SELECT 1 FROM {quote(catalog)}.{quote(schema)}.{quote(name)} "
                 f"AT (VERSION => {at}) LIMIT 0"
             ).fetchall()
-    return len(versions)
+            loaded += 1
+    return loaded
 
 
 def old_versions(
@@ -150,8 +155,7 @@ def old_versions(
             WHERE ({" OR ".join(wanted)})
               AND i.schema_version < (SELECT max(schema_version) FROM {meta}.ducklake_snapshot)
         )
-        SELECT min(v.at_snapshot), arg_min(s.schema_name, v.at_snapshot),
-               arg_min(t.table_name, v.at_snapshot)
+        SELECT min(v.at_snapshot), arg_min([s.schema_name, t.table_name], v.at_snapshot)
         FROM versions AS v
         JOIN {meta}.ducklake_table AS t
           ON t.table_id = v.table_id AND {live_at("v.at_snapshot", "t")}
@@ -161,4 +165,4 @@ def old_versions(
         ORDER BY v.schema_version
         """
     ).fetchall()
-    return [(int(at), str(schema), str(name)) for at, schema, name in rows]
+    return [(int(at), str(named[0]), str(named[1])) for at, named in rows]
