@@ -152,18 +152,26 @@ def transaction(
         hold.acquire()
         started = time.perf_counter()  # its turns taken: its own length
         try:
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with begun(con):
                 yield
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
         finally:
             hold.release()
         with phase("commit" if writes else "decide"):
             con.execute("COMMIT")
         if writes:  # the run's transaction that committed, not the attempts that lost
             span("transaction", time.perf_counter() - started)
+
+
+@contextmanager
+def begun(con: duckdb.DuckDBPyConnection) -> Generator[None]:
+    """The block inside a transaction begun on ``con``, rolled back when the block fails;
+    the caller commits."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def _sqlite_aliases(con: duckdb.DuckDBPyConnection) -> list[str]:

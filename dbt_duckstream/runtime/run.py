@@ -42,6 +42,7 @@ from .history import History
 from .inlining import exact_floats, holds_floats, restored, rounds_inlined_floats
 from .lake import (
     BUILTIN,
+    begun,
     current_snapshot,
     describe,
     ducklake_catalogs,
@@ -785,12 +786,8 @@ def one_read(con: duckdb.DuckDBPyConnection) -> Generator[None]:
     temporary tables): each statement of its own began a DuckLake transaction, which looked
     up the latest snapshot and read every table's statistics again (two catalog queries,
     4-9 ms at SF1; a join's delta issues two to four such statements)."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with begun(con):
         yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     con.execute("COMMIT")
 
 
