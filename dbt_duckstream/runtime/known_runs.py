@@ -146,20 +146,11 @@ def columns_read(
     knows their latest runs, read from a source table (``Cursor.columns`` of each, distinct):
     the columns a first read of its change feed may take for the models that follow it
     (``feeds``)."""
-    with _lock:
-        entries = [
-            known.entry
-            for (known_lake, known_log, model), known in _known.items()
-            if known_lake == lake
-            and known_log == log_id
-            and known.entry is not None
-            and (among is None or model in among)
-        ]
     return tuple(
         sorted(
             {
                 cursor.columns
-                for entry in entries
+                for entry in _entries(lake, log_id, among)
                 for cursor in entry.cursors
                 if cursor.source == source and cursor.table_id == table_id and cursor.columns
             }
@@ -170,18 +161,26 @@ def columns_read(
 def sources_read(lake: str, log_id: int, among: frozenset[str]) -> dict[str, set[int]]:
     """The source tables that the models named ``among`` of one run log read, as this process
     knows their latest runs: table ids by catalog."""
-    with _lock:
-        entries = [
-            known.entry
-            for (known_lake, known_log, model), known in _known.items()
-            if known_lake == lake and known_log == log_id and model in among and known.entry
-        ]
     found: dict[str, set[int]] = {}
-    for entry in entries:
+    for entry in _entries(lake, log_id, among):
         for cursor in entry.cursors:
             if cursor.table_id is not None:
                 found.setdefault(cursor.catalog, set()).add(cursor.table_id)
     return found
+
+
+def _entries(lake: str, log_id: int, among: frozenset[str] | None) -> list[runlog.Entry]:
+    """The latest runs this process knows of the models of one run log (those named
+    ``among``, when given) that ran."""
+    with _lock:
+        return [
+            known.entry
+            for (known_lake, known_log, model), known in _known.items()
+            if known_lake == lake
+            and known_log == log_id
+            and known.entry is not None
+            and (among is None or model in among)
+        ]
 
 
 def learn(lake: str, log_id: int, entries: dict[str, runlog.Entry], as_of: int) -> None:
