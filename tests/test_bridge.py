@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from dbt_duckstream import bridge
+from dbt_duckstream.bridge import functions as functions_module
 from dbt_duckstream.bridge import plugin as plugin_module
 from dbt_duckstream.bridge.plugin import take_turns
 from dbt_duckstream.runtime import lake as lake_module
@@ -319,12 +320,15 @@ def test_dbts_first_cursor_starts_reading_ahead_for_its_selection(
     then opens cursors: the first starts reading ahead (``runtime.warmup``) for the models
     dbt selected, on a cursor of the connection, when the command runs models; later cursors
     start nothing."""
-    started: list[tuple[duckdb.DuckDBPyConnection, frozenset[str] | None]] = []
+    started: list[tuple[duckdb.DuckDBPyConnection, frozenset[str] | None, object]] = []
     monkeypatch.setattr(
-        plugin_module, "on_open", lambda cursors, models: started.append((cursors(), models))
+        plugin_module,
+        "on_open",
+        lambda cursors, models, schemas: started.append((cursors(), models, schemas)),
     )
-    selected = frozenset({"orders"})
+    selected, schemas = frozenset({"orders"}), frozenset({("lake", "shop")})
     monkeypatch.setattr(plugin_module, "invocation_models", lambda: selected)
+    monkeypatch.setattr(plugin_module, "invocation_schemas", lambda: schemas)
     monkeypatch.setattr(plugin_module, "dbt_threads", lambda: 1)
     monkeypatch.setattr(lake_module, "_off_for_good", set())
     command = ["test"]
@@ -340,7 +344,7 @@ def test_dbts_first_cursor_starts_reading_ahead_for_its_selection(
         plugin.configure_connection(connections[1])
         for _ in range(2):
             plugin.configure_cursor(connections[1].cursor())
-        assert [models for _, models in started] == [selected]
+        assert [(models, built) for _, models, built in started] == [(selected, schemas)]
         assert started[0][0].execute("SELECT 42").fetchone() == (42,)
     finally:
         for con in connections:
@@ -395,3 +399,28 @@ def test_each_connection_moves_the_parsed_project_out_of_the_collectors_sight(
     plugin_module.settle_garbage_collector()
     plugin_module.settle_garbage_collector()
     assert calls == ["unfreeze", "freeze", "unfreeze", "freeze"]
+
+
+def test_the_invocations_schemas_come_from_the_manifest_dbt_gave_its_adapter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where dbt builds the selected models (tests and seeds aside), as the manifest says;
+    unknown without an adapter."""
+    from types import SimpleNamespace
+
+    from dbt import selected_resources
+    from dbt.adapters.factory import FACTORY
+
+    node = SimpleNamespace
+    nodes = {
+        "model.shop.orders": node(database="Lake", schema="Shop_Marts"),
+        "model.shop.items": node(database="lake", schema="shop"),
+        "test.shop.not_null": node(database="lake", schema="shop_tests"),
+    }
+    manifest = SimpleNamespace(nodes=nodes)
+    monkeypatch.setattr(selected_resources, "SELECTED_RESOURCES", [*nodes, "model.shop.gone"])
+    monkeypatch.setattr(FACTORY, "adapters", {})
+    assert functions_module.invocation_schemas() is None
+    adapter = SimpleNamespace(get_macro_resolver=lambda: manifest)
+    monkeypatch.setattr(FACTORY, "adapters", {"duckdb": adapter})
+    assert functions_module.invocation_schemas() == {("lake", "shop_marts"), ("lake", "shop")}

@@ -10,6 +10,7 @@ import duckdb
 
 from dbt_duckstream.runtime import invocation, known_runs, warmup
 from dbt_duckstream.runtime.lake import attach_lake, table_id
+from dbt_duckstream.runtime.run import prepare, refresh
 from dbt_duckstream.sql import TableRef
 
 from .harness import Model
@@ -168,3 +169,46 @@ def test_a_failure_stops_reading_ahead_quietly_and_the_runs_go_on(tmp_path, monk
             model.assert_consistent()
     finally:
         con.close()
+
+
+def test_only_the_run_logs_of_the_invocations_schemas_are_read_ahead(tmp_path, monkeypatch):
+    """A lake shared by several targets (a developer's schema, a CI run's) holds a run log
+    per schema, and models of the same names in each: reading ahead for models built in one
+    schema reads that schema's log alone, and loads none of the others' tables; without the
+    schemas known it reads every log."""
+    _lake_at_old_versions(tmp_path)
+    con = _attached(tmp_path)
+    con.execute("CREATE SCHEMA dev")
+    elsewhere = prepare(
+        con, "SELECT k, sum(v) AS s FROM lake.main.a GROUP BY k", "per_k", catalog="lake", db="dev"
+    )
+    refresh(con, elsewhere)
+    con.execute("CREATE TABLE later_in_dev (x INTEGER)")
+    con.close()
+
+    def read_ahead(schemas: frozenset[warmup.Schema] | None) -> tuple[set[str], int]:
+        """The schemas of the run logs learned, and the statements naming the dev schema."""
+        monkeypatch.setattr(known_runs, "_known", {})
+        con = _attached(tmp_path)
+        try:
+            con.execute("CALL enable_logging('QueryLog')")
+            thread = warmup.on_open(con.cursor, frozenset({"per_k"}), schemas)
+            assert thread is not None
+            thread.join()
+            logs = {
+                str(schema)
+                for schema, log_id in con.execute(
+                    "SELECT s.schema_name, t.table_id FROM __ducklake_metadata_lake.ducklake_table "
+                    "AS t JOIN __ducklake_metadata_lake.ducklake_schema AS s USING (schema_id) "
+                    "WHERE t.table_name = '_duckstream_runs' AND t.end_snapshot IS NULL"
+                ).fetchall()
+                if any(key[1] == log_id for key in known_runs._known)
+            }
+            logged = con.execute("SELECT message FROM duckdb_logs").fetchall()
+            return logs, sum('"dev"' in m and "duckdb_logs" not in m for (m,) in logged)
+        finally:
+            con.close()
+
+    assert read_ahead(frozenset({("lake", "main")})) == ({"main"}, 0)
+    everywhere, naming_dev = read_ahead(None)
+    assert everywhere == {"main", "dev"} and naming_dev > 0

@@ -65,16 +65,41 @@ def invocation_models() -> frozenset[str] | None:
     as passing it through the materialization would cost every model of a large project a
     copy of the list). None when dbt has none."""
     global _selection
-    try:
-        from dbt import selected_resources
-    except ImportError:
-        return None
-    selected = getattr(selected_resources, "SELECTED_RESOURCES", None)
+    selected = getattr(_dbt_selection(), "SELECTED_RESOURCES", None)
     if selected is None:
         return None
     if _selection[0] is not selected:  # dbt sets a new list per invocation
         _selection = (selected, invocation.model_names(selected))
     return _selection[1]
+
+
+def invocation_schemas() -> frozenset[tuple[str, str]] | None:
+    """The (database, schema) pairs, lower case, that the running dbt invocation's selected
+    models are built in, from the manifest dbt gave its adapter; None when dbt has none."""
+    selected = getattr(_dbt_selection(), "SELECTED_RESOURCES", None)
+    try:
+        from dbt.adapters.factory import FACTORY
+
+        manifest: Any = FACTORY.lookup_adapter("duckdb").get_macro_resolver()
+        nodes = manifest.nodes
+    except (ImportError, KeyError, AttributeError):
+        return None
+    if selected is None or nodes is None:
+        return None
+    return frozenset(
+        (str(node.database).lower(), str(node.schema).lower())
+        for uid in selected
+        if str(uid).startswith("model.") and (node := nodes.get(uid)) is not None
+    )
+
+
+def _dbt_selection() -> object:
+    """dbt's module holding the invocation's selection (None outside dbt)."""
+    try:
+        from dbt import selected_resources
+    except ImportError:
+        return None
+    return selected_resources
 
 
 def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any]:

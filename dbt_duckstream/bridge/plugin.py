@@ -42,7 +42,7 @@ from ..runtime.lake import (
 )
 from ..runtime.turns import LAKE, PLANNING
 from ..runtime.warmup import on_open
-from .functions import invocation_models, register
+from .functions import invocation_models, invocation_schemas, register
 
 #: data paths that DuckDB reads through httpfs
 REMOTE_SCHEMES = ("s3://", "s3a://", "s3n://", "gcs://", "gs://", "r2://", "http://", "https://")
@@ -148,7 +148,7 @@ class Plugin(BasePlugin):
         (which outlives the invocation's cursors, and closes its own with it)."""
         opened, self._opened = self._opened, None
         if opened is not None and dbt_command() in RUNNING_MODELS:
-            on_open(opened.cursor, invocation_models())
+            on_open(opened.cursor, invocation_models(), invocation_schemas())
 
     def _complete_attachments(self) -> None:
         """Add the options a catalog needs that the profile leaves out (dbt-duckdb attaches

@@ -13,6 +13,10 @@ connection the plugin starts one (``on_open``), which reads each run log of the 
 loads the versions of the sources, tables and state tables of the invocation's models, while
 dbt's own thread creates schemas, runs hooks and compiles.
 
+Only the run logs of the schemas the invocation's models are built in are read, when dbt
+says which (``schemas``): a lake that many developers, or a CI run per pull request, share
+holds a run log per schema, and the models of every one share their names.
+
 Reading ahead is all it does: what it has not loaded when a run needs it, the run loads
 itself, as without it; a failure only leaves the runs to read theirs. Models are known by
 name, as in ``invocation``: one whose alias differs from its name is not read ahead for.
@@ -46,11 +50,18 @@ THREAD = "duckstream-read-ahead"
 LOGGER = logging.getLogger("dbt_duckstream")
 
 
+#: (catalog, schema), lower case
+Schema = tuple[str, str]
+
+
 def on_open(
-    cursors: Callable[[], duckdb.DuckDBPyConnection], models: frozenset[str] | None
+    cursors: Callable[[], duckdb.DuckDBPyConnection],
+    models: frozenset[str] | None,
+    schemas: frozenset[Schema] | None = None,
 ) -> threading.Thread | None:
-    """Start reading ahead for an invocation of ``models`` (None: unknown, nothing to do) on
-    a cursor opened by ``cursors`` from a connection that outlives the invocation's runs."""
+    """Start reading ahead for an invocation of ``models`` (None: unknown, nothing to do),
+    built in ``schemas`` (None: unknown, every schema with a run log), on a cursor opened by
+    ``cursors`` from a connection that outlives the invocation's runs."""
     if not models:
         return None
     cursor = cursors()
@@ -58,7 +69,7 @@ def on_open(
     def reading() -> None:
         try:
             for catalog in sorted(ducklake_catalogs(cursor)):
-                read_ahead(cursor, catalog, models)
+                read_ahead(cursor, catalog, models, schemas)
         except (duckdb.Error, DuckstreamError, runlog.OutdatedRunLog) as error:
             # the runs read what this did not, and report what fails them
             LOGGER.debug("reading ahead stopped: %s", error)
@@ -70,10 +81,15 @@ def on_open(
     return thread
 
 
-def read_ahead(con: duckdb.DuckDBPyConnection, catalog: str, models: frozenset[str]) -> None:
-    """Read each run log of the catalog (``known_runs.learn``), then load the old catalog
-    versions of what ``models`` read: their sources in the catalog, their tables and state
-    tables."""
+def read_ahead(
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    models: frozenset[str],
+    schemas: frozenset[Schema] | None = None,
+) -> None:
+    """Read each run log of the catalog (of ``schemas`` alone, when given) into the process's
+    known runs (``known_runs.learn``), then load the old catalog versions of what ``models``
+    read: their sources in the catalog, their tables and state tables."""
     meta = metadata_catalog(catalog)
     with LAKE.reading():
         logs = con.execute(
@@ -82,6 +98,8 @@ def read_ahead(con: duckdb.DuckDBPyConnection, catalog: str, models: frozenset[s
             f"WHERE t.table_name = {literal(runlog.RUN_LOG)} "
             "AND t.end_snapshot IS NULL AND s.end_snapshot IS NULL ORDER BY 1"
         ).fetchall()
+        if schemas is not None:
+            logs = [log for log in logs if (catalog.lower(), str(log[0]).lower()) in schemas]
         if not logs:
             return
         lake = lake_identity(con, catalog)
