@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -122,9 +122,15 @@ def assert_consistent(
         assert maintained_types == expected_types
 
 
-def maintain_through(con: duckdb.DuckDBPyConnection, views: dict[str, str], windows) -> None:
+def maintain_through(
+    con: duckdb.DuckDBPyConnection,
+    views: dict[str, str],
+    windows,
+    before_runs: Callable[[duckdb.DuckDBPyConnection], object] | None = None,
+) -> None:
     """The oracle over a history: build every view, then after each window of operations
-    (each with an ``apply(con)``) maintain every view and check it against a recomputation."""
+    (each with an ``apply(con)``) maintain every view and check it against a recomputation;
+    ``before_runs`` runs before each window's runs."""
     record_example(f"views: {views!r}\nwindows: {windows!r}")
     models = [Model(con, name, sql) for name, sql in views.items()]
     for model in models:
@@ -133,6 +139,8 @@ def maintain_through(con: duckdb.DuckDBPyConnection, views: dict[str, str], wind
     for window in windows:
         for operation in window:
             operation.apply(con)
+        if before_runs is not None:
+            before_runs(con)
         for model in models:
             result = model.refresh()
             assert maintained(result), result.summary()

@@ -7,13 +7,15 @@ maintenance windows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from unittest import mock
 
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbt_duckstream.runtime import invocation
+from dbt_duckstream.runtime import first_windows, invocation, warmup
 from dbt_duckstream.runtime.decide import costs
 
 from .budget import SLOW_EXAMPLES
@@ -88,14 +90,19 @@ FAMILIES: dict[str, dict[str, str]] = {
 }
 
 
-def run_scenario(scenario: Scenario, views: dict[str, str], catalog: str = ":memory:") -> None:
+def run_scenario(
+    scenario: Scenario,
+    views: dict[str, str],
+    catalog: str = ":memory:",
+    before_runs: Callable[[duckdb.DuckDBPyConnection], object] | None = None,
+) -> None:
     with fresh_lake(catalog) as con:
         if scenario.file_backed:
             con.execute("CALL lake.set_option('data_inlining_row_limit', 0)")
         create_tables(con)
         for operation in scenario.initial:
             operation.apply(con)
-        maintain_through(con, views, scenario.windows)
+        maintain_through(con, views, scenario.windows, before_runs)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -129,3 +136,20 @@ def test_the_views_of_one_invocation_share_each_window_read(family: str, scenari
     views = FAMILIES[family]
     with invocation.within(frozenset(views)):
         run_scenario(scenario, views)
+
+
+@pytest.mark.parametrize("family", ["join_aggregates", "project_filter"])
+@settings(max_examples=SLOW_EXAMPLES)  # a variant of the core families (``budget``)
+@given(scenario=scenarios())
+def test_the_changes_read_ahead_serve_the_views_of_one_invocation(family: str, scenario: Scenario):
+    """Before each window's runs, what dbt's connection reads ahead (``runtime.warmup``): the
+    run log, each changed source's change as the views' first runs will read it, whatever
+    its size (``first_windows``), and the catalog versions. The runs take those entries where
+    their own decision spans the source alike, and read their own elsewhere."""
+    views = frozenset(FAMILIES[family])
+    with mock.patch.object(first_windows, "AHEAD_SHARE", float("inf")), invocation.within(views):
+        run_scenario(
+            scenario,
+            FAMILIES[family],
+            before_runs=lambda con: warmup.read_ahead(con, "lake", views),
+        )

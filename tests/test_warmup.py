@@ -8,7 +8,8 @@ from pathlib import Path
 
 import duckdb
 
-from dbt_duckstream.runtime import invocation, known_runs, warmup
+from dbt_duckstream.runtime import first_windows, invocation, known_runs, warmup
+from dbt_duckstream.runtime.feeds import cached_entries
 from dbt_duckstream.runtime.lake import attach_lake, table_id
 from dbt_duckstream.runtime.run import prepare, refresh
 from dbt_duckstream.sql import TableRef
@@ -23,6 +24,8 @@ SQL = {
 CATALOG_LOAD = "SELECT schema_id, tbl.table_id"
 #: a read of the run log's latest runs (``runlog.latest_runs``)
 LOG_READ = "arg_max(struct_pack(run"
+#: a read of a source's change into the feed cache (``feeds``)
+FEED_READ = 'CREATE TABLE "_duckstream_feeds"'
 
 
 def _attached(directory: Path) -> duckdb.DuckDBPyConnection:
@@ -54,10 +57,10 @@ def _loads(con: duckdb.DuckDBPyConnection) -> int:
     return sum(CATALOG_LOAD in message and "duckdb_logs" not in message for (message,) in logged)
 
 
-def _reads_while_running(directory: Path, monkeypatch, *, ahead: bool) -> tuple[int, int]:
+def _reads_while_running(directory: Path, monkeypatch, *, ahead: bool) -> tuple[int, int, int]:
     """Both models run as one invocation as in a fresh process (an instance of its own, no
-    latest runs known), read ahead for or not: the catalog loads and the run log reads their
-    runs issued."""
+    latest runs known), read ahead for or not: the catalog loads, the run log reads and the
+    reads of a source's change into the feed cache that their runs issued."""
     monkeypatch.setattr(known_runs, "_known", {})
     con = _attached(directory)
     models = {name: Model(con, name, sql) for name, sql in SQL.items()}
@@ -77,7 +80,11 @@ def _reads_while_running(directory: Path, monkeypatch, *, ahead: bool) -> tuple[
     finally:
         con.close()
     runs = [m for m in logged if "duckdb_logs" not in m]
-    return sum(CATALOG_LOAD in m for m in runs), sum(LOG_READ in m for m in runs)
+    return (
+        sum(CATALOG_LOAD in m for m in runs),
+        sum(LOG_READ in m for m in runs),
+        sum(FEED_READ in m for m in runs),
+    )
 
 
 def test_reading_ahead_leaves_the_runs_no_catalog_version_and_no_run_log_to_read(
@@ -87,10 +94,57 @@ def test_reading_ahead_leaves_the_runs_no_catalog_version_and_no_run_log_to_read
     version their tables' inlined rows need loaded (their sources', their own tables' and
     state tables') and their latest runs known; without it they load and read them."""
     _lake_at_old_versions(tmp_path)
-    loads, log_reads = _reads_while_running(tmp_path, monkeypatch, ahead=False)
+    loads, log_reads, _ = _reads_while_running(tmp_path, monkeypatch, ahead=False)
     assert loads > 0 and log_reads > 0
     _lake_at_old_versions_again(tmp_path)
-    assert _reads_while_running(tmp_path, monkeypatch, ahead=True) == (0, 0)
+    assert _reads_while_running(tmp_path, monkeypatch, ahead=True)[:2] == (0, 0)
+
+
+def test_the_changes_the_first_runs_read_are_read_ahead(tmp_path, monkeypatch):
+    """Each changed source's change over the span the models' runs read it (inserted rows of
+    one, deleted and updated inlined rows of the other), with the columns they read, is in
+    the feed cache before they run: they read none themselves, and maintain as without it."""
+    monkeypatch.setattr(first_windows, "AHEAD_SHARE", 1.0)  # the tables are tiny
+    _lake_at_old_versions(tmp_path)
+    assert _reads_while_running(tmp_path, monkeypatch, ahead=True) == (0, 0, 0)
+    _lake_at_old_versions_again(tmp_path)
+    assert _reads_while_running(tmp_path, monkeypatch, ahead=False)[2] == 2
+
+
+def _read_ahead_for(directory: Path, monkeypatch) -> dict[str, list[str]]:
+    """What a fresh process reads ahead for both models: the columns of each source's change
+    in the feed cache, by the source's name."""
+    monkeypatch.setattr(known_runs, "_known", {})
+    con = _attached(directory)
+    try:
+        thread = warmup.on_open(con.cursor, frozenset(SQL))
+        assert thread is not None
+        thread.join()
+        names = dict(
+            con.execute(
+                "SELECT table_id, table_name FROM __ducklake_metadata_lake.ducklake_table "
+                "WHERE end_snapshot IS NULL"
+            ).fetchall()
+        )
+        return {names[tid]: sorted(columns) for tid, _, _, columns in cached_entries(con)}
+    finally:
+        con.close()
+
+
+def test_only_plain_small_changes_are_read_ahead(tmp_path, monkeypatch):
+    """A change of more than ``AHEAD_SHARE`` of a source's rows is not read ahead (it is
+    often rebuilt), nor a window that altered the source or moved its rows to other files
+    (the decision spans those its own way)."""
+    _lake_at_old_versions(tmp_path)
+    assert _read_ahead_for(tmp_path, monkeypatch) == {}  # 2 of 20 rows, 1 of 3
+    monkeypatch.setattr(first_windows, "AHEAD_SHARE", 1.0)
+    assert _read_ahead_for(tmp_path, monkeypatch) == {"a": ["k", "v"], "b": ["g", "w"]}
+    con = _attached(tmp_path)
+    con.execute("ALTER TABLE b ADD COLUMN extra INTEGER")
+    con.execute("CALL ducklake_flush_inlined_data('lake', table_name => 'a')")
+    con.execute("INSERT INTO a VALUES (4, 4)")
+    con.close()
+    assert _read_ahead_for(tmp_path, monkeypatch) == {}
 
 
 def test_nothing_is_read_ahead_for_an_unknown_invocation(tmp_path):

@@ -20,7 +20,9 @@ invocation (``invocation``; unknown from the Python API, where it reads its own 
 TPC-H SF1 with 0.1% mixed batches a second read of lineitem's window cost the model that
 needed more columns 340 ms, more than its rebuild. A request for columns an entry lacks reads
 the window again, once, with every column the table had throughout it, or, when the window
-ended rows, with those the models of its run log read (``_next_read_columns``).
+ended rows, with those the models of its run log read (``_next_read_columns``). When dbt
+opens its connection, the read a source's first reader will make is made ahead, the same way
+(``first_windows``).
 
 Entries live as long as the process, within a memory budget (``DUCKSTREAM_FEED_CACHE_MB``,
 default 1024): the least recently used are dropped first.

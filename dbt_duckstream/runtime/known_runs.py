@@ -169,6 +169,12 @@ def sources_read(lake: str, log_id: int, among: frozenset[str]) -> dict[str, set
     return found
 
 
+def cursors(lake: str, log_id: int, among: frozenset[str]) -> list[runlog.Cursor]:
+    """The cursors of the latest runs of the models named ``among`` of one run log, as this
+    process knows them: where each stands on each of its sources."""
+    return [cursor for entry in _entries(lake, log_id, among) for cursor in entry.cursors]
+
+
 def _entries(lake: str, log_id: int, among: frozenset[str] | None) -> list[runlog.Entry]:
     """The latest runs this process knows of the models of one run log (those named
     ``among``, when given) that ran."""

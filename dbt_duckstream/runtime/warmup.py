@@ -1,5 +1,5 @@
-"""What an invocation's runs read first, read ahead beside dbt's start: the run logs, and the
-old catalog versions of the models' tables.
+"""What an invocation's runs read first, read ahead beside dbt's start: the run logs, the
+sources' changes, and the old catalog versions of the models' tables.
 
 DuckLake reads a table's inlined rows at the schema version that inlined them, and a process
 loads the whole catalog as of that version the first time it reads one (six catalog queries,
@@ -9,7 +9,9 @@ built, rebuilt or replaced), so most inlined tables are at older versions: at TP
 to read the table (a source, a state table, the run log), and its first model read the run
 log besides. DuckLake keeps what it loads for the process, and the process keeps the latest
 runs it read (``known_runs``), so one thread can do both for all: when dbt opens its
-connection the plugin starts one (``on_open``), which reads each run log of the lake, and
+connection the plugin starts one (``on_open``), which reads each run log of the lake, reads
+the change of each source that the invocation's first model to read it would read
+(``first_windows``: a mixed batch's ended rows cost the first model most of its run), and
 loads the versions of the sources, tables and state tables of the invocation's models, while
 dbt's own thread creates schemas, runs hooks and compiles.
 
@@ -34,7 +36,8 @@ import duckdb
 from ..compiler.plan import STATE_PREFIX
 from ..errors import DuckstreamError
 from ..sql import TableRef, literal, quote
-from . import known_runs, runlog
+from . import first_windows, known_runs, runlog
+from .feeds import FeedRequest
 from .lake import (
     current_snapshot,
     ducklake_catalogs,
@@ -88,8 +91,9 @@ def read_ahead(
     schemas: frozenset[Schema] | None = None,
 ) -> None:
     """Read each run log of the catalog (of ``schemas`` alone, when given) into the process's
-    known runs (``known_runs.learn``), then load the old catalog versions of what ``models``
-    read: their sources in the catalog, their tables and state tables."""
+    known runs (``known_runs.learn``), then the changes of their sources that the first of
+    ``models`` will read (``first_windows``), then load the old catalog versions of what the
+    models read: their sources in the catalog, their tables and state tables."""
     meta = metadata_catalog(catalog)
     with LAKE.reading():
         logs = con.execute(
@@ -104,14 +108,25 @@ def read_ahead(
             return
         lake = lake_identity(con, catalog)
     sources: set[int] = set()
+    ahead: list[FeedRequest] = []
     for schema, log_id in logs:
         log = TableRef(catalog, str(schema), runlog.RUN_LOG)
         with transaction(con, writes=False):
             as_of = current_snapshot(con, catalog)
             entries = runlog.latest_runs(con, log)
-        known_runs.learn(lake, int(log_id), entries, as_of)
+            known_runs.learn(lake, int(log_id), entries, as_of)
+            ahead += first_windows.requests(con, catalog, lake, int(log_id), models, as_of)
         sources |= known_runs.sources_read(lake, int(log_id), models).get(catalog, set())
+    first_windows.read(con, lake, _distinct(ahead))
     load(con, catalog, sources, models, [str(schema) for schema, _ in logs])
+
+
+def _distinct(requests: list[FeedRequest]) -> list[FeedRequest]:
+    """One request per source window (two run logs' models may read one source)."""
+    found: dict[tuple[int, tuple[int, int]], FeedRequest] = {}
+    for request in requests:
+        found.setdefault((request.table_id, request.window), request)
+    return list(found.values())
 
 
 def load(
