@@ -424,3 +424,66 @@ def test_the_invocations_schemas_come_from_the_manifest_dbt_gave_its_adapter(
     adapter = SimpleNamespace(get_macro_resolver=lambda: manifest)
     monkeypatch.setattr(FACTORY, "adapters", {"duckdb": adapter})
     assert functions_module.invocation_schemas() == {("lake", "shop_marts"), ("lake", "shop")}
+
+
+def test_dbts_statements_that_commit_nothing_take_their_turn_beside_readers(
+    lake: duckdb.DuckDBPyConnection,
+) -> None:
+    """While another thread reads the lake (reading ahead: ``runtime.warmup``), dbt's
+    ``create schema if not exists`` of a schema that exists, and the end of a transaction that
+    only read, go beside it; a schema to create, and the end of a transaction that wrote,
+    wait for it."""
+    lake.execute("CREATE SCHEMA lake.shop")
+    execute = take_turns(lambda cursor, sql, bindings=None: cursor.execute(sql).fetchall())
+
+    class Wrapper:  # what dbt-duckdb's cursor wrapper keeps: its cursor
+        def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+            self._cursor = cursor
+
+        def execute(self, sql: str) -> duckdb.DuckDBPyConnection:
+            return self._cursor.execute(sql)
+
+    dbt = Wrapper(lake.cursor())
+    reading, done = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        with LAKE.reading():
+            reading.set()
+            done.wait(timeout=30)
+
+    def alongside(*statements: str) -> bool:
+        """Whether the statements all ran while the reader held its turn."""
+        thread = threading.Thread(target=reader)
+        thread.start()
+        reading.wait()
+        ran = threading.Event()
+
+        def run() -> None:
+            for sql in statements:
+                execute(dbt, sql)
+            ran.set()
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        finished = ran.wait(timeout=2)
+        done.set()
+        runner.join()
+        thread.join()
+        reading.clear()
+        done.clear()
+        return finished
+
+    assert alongside(
+        "BEGIN",
+        '/* {"app": "dbt"} */ create schema if not exists "lake"."shop"',
+        "select 1",
+        "COMMIT",
+    )
+    execute(dbt, "USE memory")
+    assert not alongside("BEGIN", "create schema if not exists shop", "ROLLBACK")
+    execute(dbt, "USE lake")
+    assert alongside("BEGIN", "create schema if not exists shop", "COMMIT")
+    assert not alongside("BEGIN", 'create schema if not exists "lake"."new_one"', "COMMIT")
+    assert not alongside("BEGIN", "CREATE TABLE lake.shop.t AS SELECT 1 AS x", "COMMIT")
+    assert not alongside("COMMIT")  # a transaction this wrapper did not see begin
+    assert lake.execute("SELECT count(*) FROM lake.shop.t").fetchone() == (1,)

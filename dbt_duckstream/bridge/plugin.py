@@ -77,11 +77,65 @@ def take_turns(execute: Callable[..., Any]) -> Callable[..., Any]:
         if BRIDGE_CALL in sql:
             with PLANNING.planning() as token:
                 return execute(self, with_planning_token(sql, token), bindings)
-        with LAKE.reading() if first_keyword(sql) in READING else LAKE.writing():
+        with LAKE.reading() if _reads(self, sql) else LAKE.writing():
             return execute(self, sql, bindings)
 
     _in_turns.add(in_turn)
     return in_turn
+
+
+#: statements that end a transaction
+ENDING = frozenset({"COMMIT", "ROLLBACK", "END", "ABORT"})
+#: where a cursor wrapper keeps whether its open transaction wrote (False: only read so far)
+_WROTE = "_duckstream_wrote"
+#: ``create schema if not exists``'s schema, as one or two identifiers
+_CREATE_SCHEMA = re.compile(
+    r'create\s+schema\s+if\s+not\s+exists\s+((?:"(?:[^"]|"")*"|[^\s."]+)'
+    r'(?:\s*\.\s*(?:"(?:[^"]|"")*"|[^\s."]+))?)\s*;?\s*$',
+    re.IGNORECASE | re.DOTALL,
+)
+_IDENTIFIER = re.compile(r'"((?:[^"]|"")*)"|([^\s."]+)')
+
+
+def _reads(cursor: Any, sql: str) -> bool:
+    """Whether a statement dbt runs on ``cursor`` (its cursor wrapper) only reads the lake, so
+    that it takes its turn beside other readers: a read; the end of a transaction that only
+    read; ``create schema if not exists`` of a schema that exists (DuckLake commits nothing
+    for it, and dbt runs it for every schema of an invocation, while what the invocation's
+    runs read first is read ahead: ``runtime.warmup``). Anything else writes, and goes alone."""
+    keyword = first_keyword(sql)
+    state: dict[str, Any] = getattr(cursor, "__dict__", {})  # {}: a cursor keeping nothing
+    if keyword == "BEGIN":
+        state[_WROTE] = False
+    if keyword in ENDING:
+        wrote = state.pop(_WROTE, None)
+        return wrote is False
+    reads = keyword in READING or (keyword == "CREATE" and _schema_exists(cursor, sql))
+    if not reads and state.get(_WROTE) is False:
+        state[_WROTE] = True
+    return reads
+
+
+def _schema_exists(cursor: Any, sql: str) -> bool:
+    """Whether ``sql`` is ``create schema if not exists`` of a schema that exists."""
+    leading = _LEADING.match(sql)
+    found = _CREATE_SCHEMA.match(sql[leading.end() :] if leading else sql)
+    if found is None:
+        return False
+    parts = [
+        quoted.replace('""', '"') if quoted else bare
+        for quoted, bare in _IDENTIFIER.findall(found.group(1))
+    ]
+    database, schema = parts if len(parts) == 2 else (None, parts[0])
+    raw = getattr(cursor, "_cursor", cursor)  # dbt-duckdb's wrapper holds DuckDB's cursor
+    with LAKE.reading():
+        row = raw.execute(
+            "SELECT count(*) FROM system.main.duckdb_schemas() "
+            "WHERE lower(schema_name) = lower(?) "
+            "AND lower(database_name) = lower(coalesce(?, system.main.current_database()))",
+            [schema, database],
+        ).fetchone()
+    return bool(row and row[0])
 
 
 def with_planning_token(sql: str, token: str) -> str:
