@@ -32,6 +32,7 @@ from .feeds import FeedRequest, held
 from .lake import (
     feed_safe_optimizers,
     metadata_catalog,
+    record_counts,
     snapshot_changes,
     snapshot_exists,
     uses_deletion_vectors,
@@ -111,7 +112,7 @@ def _request(
         return None
     span = (min(c.snapshot_id for c in changes) - 1, max(c.snapshot_id for c in changes))
     changed = per_table(con, lake, catalog, {table_id: span}).get(table_id)
-    rows = _rows(con, catalog, table_id)
+    rows = record_counts(con, catalog, {table_id}).get(table_id, 0)
     if changed is None or _changed_rows(changed) > AHEAD_SHARE * max(rows, 1):
         return None
     source = cursors[0]
@@ -144,15 +145,3 @@ def _hides_snapshot_id(con: duckdb.DuckDBPyConnection, catalog: str, table_id: i
         )
     ).fetchone()
     return bool(row and row[0])
-
-
-def _rows(con: duckdb.DuckDBPyConnection, catalog: str, table_id: int) -> int:
-    """The table's rows, from its statistics."""
-    row = con.execute(
-        inlined(
-            f"SELECT record_count FROM {metadata_catalog(catalog)}.ducklake_table_stats "
-            "WHERE table_id = ?",
-            [table_id],
-        )
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0

@@ -292,6 +292,17 @@ def snapshot_exists(con: duckdb.DuckDBPyConnection, catalog: str, snapshot: int)
     return bool(row and row[0])
 
 
+def record_counts(con: duckdb.DuckDBPyConnection, catalog: str, tables: set[int]) -> dict[int, int]:
+    """The tables' (ids) rows, from the lake's table statistics."""
+    if not tables:
+        return {}
+    found = con.execute(
+        f"SELECT table_id, record_count FROM {metadata_catalog(catalog)}.ducklake_table_stats "
+        f"WHERE table_id IN ({', '.join(str(int(i)) for i in sorted(tables))})"
+    ).fetchall()
+    return {int(t): int(n or 0) for t, n in found}
+
+
 def snapshots_present(con: duckdb.DuckDBPyConnection, catalog: str, after: int, upto: int) -> bool:
     """Whether every snapshot in ``(after, upto]`` is still there (none expired)."""
     row = con.execute(

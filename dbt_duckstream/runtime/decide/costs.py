@@ -15,7 +15,7 @@ from ...compiler.operators import Filter, Join, Operator, Scan
 from ..captured import captured_all
 from ..feeds import cached
 from ..key_ranges import NarrowedRead, narrowed_rows
-from ..lake import metadata_catalog
+from ..lake import record_counts
 from ..near_reads import NearRead, near_reads, near_rows, reads_changed, rows_read
 from ..runlog import Cursor, PastRun
 from ..window_rows import ROW_GROUP_ROWS, WindowRows, per_table
@@ -105,7 +105,7 @@ def table_rows(situation: Situation) -> dict[str, int]:
             for t in known
             if t.catalog == catalog and (tid := situation.ids.get(t.key)) is not None
         }
-        counts = _record_counts(situation.con, catalog, set(tables))
+        counts = record_counts(situation.con, catalog, set(tables))
         found |= {key: counts.get(tid, 0) for tid, key in tables.items()}
     return found
 
@@ -393,16 +393,3 @@ def full_reads(
     for _, read, keys, origins, times in near_reads(root, changed) if near is None else near:
         total += times * near_rows(read, keys, origins, rows, narrowed or {}, set())
     return total
-
-
-def _record_counts(
-    con: duckdb.DuckDBPyConnection, catalog: str, tables: set[int]
-) -> dict[int, int]:
-    if not tables:
-        return {}
-    meta = metadata_catalog(catalog)
-    found = con.execute(
-        f"SELECT table_id, record_count FROM {meta}.ducklake_table_stats "
-        f"WHERE table_id IN ({', '.join(str(i) for i in sorted(tables))})"
-    ).fetchall()
-    return {int(t): int(n or 0) for t, n in found}
