@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import duckdb
 from dbt.adapters.duckdb.environments.local import DuckDBCursorWrapper
 from dbt.adapters.duckdb.plugins import BasePlugin
 from dbt.adapters.duckdb.secrets import Secret
@@ -128,13 +129,16 @@ def _schema_exists(cursor: Any, sql: str) -> bool:
     ]
     database, schema = parts if len(parts) == 2 else (None, parts[0])
     raw = getattr(cursor, "_cursor", cursor)  # dbt-duckdb's wrapper holds DuckDB's cursor
-    with LAKE.reading():
-        row = raw.execute(
-            "SELECT count(*) FROM system.main.duckdb_schemas() "
-            "WHERE lower(schema_name) = lower(?) "
-            "AND lower(database_name) = lower(coalesce(?, system.main.current_database()))",
-            [schema, database],
-        ).fetchone()
+    try:
+        with LAKE.reading():
+            row = raw.execute(
+                "SELECT count(*) FROM system.main.duckdb_schemas() "
+                "WHERE lower(schema_name) = lower(?) "
+                "AND lower(database_name) = lower(coalesce(?, system.main.current_database()))",
+                [schema, database],
+            ).fetchone()
+    except duckdb.Error:  # not known: the statement goes alone, as any other write
+        return False
     return bool(row and row[0])
 
 
