@@ -138,7 +138,7 @@ def test_the_views_of_one_invocation_share_each_window_read(family: str, scenari
         run_scenario(scenario, views)
 
 
-@pytest.mark.parametrize("family", ["join_aggregates", "project_filter"])
+@pytest.mark.parametrize("family", ["join_aggregates"])
 @settings(max_examples=SLOW_EXAMPLES)  # a variant of the core families (``budget``)
 @given(scenario=scenarios())
 def test_the_changes_read_ahead_serve_the_views_of_one_invocation(family: str, scenario: Scenario):
