@@ -486,4 +486,7 @@ def test_dbts_statements_that_commit_nothing_take_their_turn_beside_readers(
     assert not alongside("BEGIN", 'create schema if not exists "lake"."new_one"', "COMMIT")
     assert not alongside("BEGIN", "CREATE TABLE lake.shop.t AS SELECT 1 AS x", "COMMIT")
     assert not alongside("COMMIT")  # a transaction this wrapper did not see begin
+    assert not alongside(
+        "BEGIN", "SELECT * FROM ducklake_snapshots('lake') WHERE snapshot_id < 0", "COMMIT"
+    )
     assert lake.execute("SELECT count(*) FROM lake.shop.t").fetchone() == (1,)

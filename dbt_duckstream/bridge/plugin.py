@@ -96,6 +96,8 @@ _CREATE_SCHEMA = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _IDENTIFIER = re.compile(r'"((?:[^"]|"")*)"|([^\s."]+)')
+#: a call of one of DuckLake's functions
+_LAKE_FUNCTION = re.compile(r"\bducklake_\w+\s*\(", re.IGNORECASE)
 
 
 def _reads(cursor: Any, sql: str) -> bool:
@@ -112,7 +114,9 @@ def _reads(cursor: Any, sql: str) -> bool:
         wrote = state.pop(_WROTE, None)
         return wrote is False
     reads = keyword in READING or (keyword == "CREATE" and _schema_exists(cursor, sql))
-    if not reads and state.get(_WROTE) is False:
+    # a query of DuckLake's functions may change the lake (``SELECT * FROM
+    # ducklake_expire_snapshots(...)``): its transaction's end goes alone
+    if (not reads or _LAKE_FUNCTION.search(sql)) and state.get(_WROTE) is False:
         state[_WROTE] = True
     return reads
 
