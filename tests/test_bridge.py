@@ -489,4 +489,5 @@ def test_dbts_statements_that_commit_nothing_take_their_turn_beside_readers(
     assert not alongside(
         "BEGIN", "SELECT * FROM ducklake_snapshots('lake') WHERE snapshot_id < 0", "COMMIT"
     )
+    assert not alongside("SELECT count(*) FROM ducklake_snapshots('lake')")
     assert lake.execute("SELECT count(*) FROM lake.shop.t").fetchone() == (1,)

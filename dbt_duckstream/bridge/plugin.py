@@ -102,8 +102,8 @@ _LAKE_FUNCTION = re.compile(r"\bducklake_\w+\s*\(", re.IGNORECASE)
 
 def _reads(cursor: Any, sql: str) -> bool:
     """Whether a statement dbt runs on ``cursor`` (its cursor wrapper) only reads the lake, so
-    that it takes its turn beside other readers: a read; the end of a transaction that only
-    read; ``create schema if not exists`` of a schema that exists (DuckLake commits nothing
+    that it takes its turn beside other readers: a read that calls none of DuckLake's
+    functions; the end of a transaction that only read; ``create schema if not exists`` of a schema that exists (DuckLake commits nothing
     for it, and dbt runs it for every schema of an invocation, while what the invocation's
     runs read first is read ahead: ``runtime.warmup``). Anything else writes, and goes alone."""
     keyword = first_keyword(sql)
@@ -113,10 +113,13 @@ def _reads(cursor: Any, sql: str) -> bool:
     if keyword in ENDING:
         wrote = state.pop(_WROTE, None)
         return wrote is False
-    reads = keyword in READING or (keyword == "CREATE" and _schema_exists(cursor, sql))
-    # a query of DuckLake's functions may change the lake (``SELECT * FROM
-    # ducklake_expire_snapshots(...)``): its transaction's end goes alone
-    if (not reads or _LAKE_FUNCTION.search(sql)) and state.get(_WROTE) is False:
+    # a query of DuckLake's functions may change the lake, though it opens with SELECT
+    # (``SELECT * FROM ducklake_expire_snapshots(...)``): it goes alone, and so does its
+    # transaction's end
+    reads = (keyword in READING and not _LAKE_FUNCTION.search(sql)) or (
+        keyword == "CREATE" and _schema_exists(cursor, sql)
+    )
+    if not reads and state.get(_WROTE) is False:
         state[_WROTE] = True
     return reads
 
