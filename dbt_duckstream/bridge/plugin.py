@@ -103,9 +103,10 @@ _LAKE_FUNCTION = re.compile(r"\bducklake_\w+\s*\(", re.IGNORECASE)
 def _reads(cursor: Any, sql: str) -> bool:
     """Whether a statement dbt runs on ``cursor`` (its cursor wrapper) only reads the lake, so
     that it takes its turn beside other readers: a read that calls none of DuckLake's
-    functions; the end of a transaction that only read; ``create schema if not exists`` of a schema that exists (DuckLake commits nothing
-    for it, and dbt runs it for every schema of an invocation, while what the invocation's
-    runs read first is read ahead: ``runtime.warmup``). Anything else writes, and goes alone."""
+    functions; the end of a transaction that only read; ``create schema if not exists`` of a
+    schema that exists (DuckLake commits nothing for it, and dbt runs it for every schema of
+    an invocation, while what the invocation's runs read first is read ahead:
+    ``runtime.warmup``). Anything else writes, and goes alone."""
     keyword = first_keyword(sql)
     state: dict[str, Any] = getattr(cursor, "__dict__", {})  # {}: a cursor keeping nothing
     if keyword == "BEGIN":
