@@ -77,6 +77,8 @@ def invocation_schemas() -> frozenset[tuple[str, str]] | None:
     """The (database, schema) pairs, lower case, that the running dbt invocation's selected
     models are built in, from the manifest dbt gave its adapter; None when dbt has none."""
     selected = getattr(_dbt_selection(), "SELECTED_RESOURCES", None)
+    if selected is None:
+        return None
     try:
         from dbt.adapters.factory import FACTORY
 
@@ -84,7 +86,7 @@ def invocation_schemas() -> frozenset[tuple[str, str]] | None:
         nodes = manifest.nodes
     except (ImportError, KeyError, AttributeError):
         return None
-    if selected is None or nodes is None:
+    if nodes is None:
         return None
     return frozenset(
         (str(node.database).lower(), str(node.schema).lower())

@@ -64,15 +64,12 @@ def requests(
     return found
 
 
-def read(con: duckdb.DuckDBPyConnection, lake: str, ahead: Iterable[FeedRequest]) -> int:
-    """Read each request's change into the feed cache, outside any transaction (``feeds``);
-    how many were read."""
-    done = 0
+def read(con: duckdb.DuckDBPyConnection, lake: str, ahead: Iterable[FeedRequest]) -> None:
+    """Read each request's change into the feed cache, outside any transaction (``feeds``)."""
     with feed_safe_optimizers(con):
         for request in ahead:
             with LAKE.reading(), held(con, {"ahead": request}, {request.source.catalog: lake}):
-                done += 1
-    return done
+                pass
 
 
 def _by_source(

@@ -117,16 +117,9 @@ def read_ahead(
             known_runs.learn(lake, int(log_id), entries, as_of)
             ahead += first_windows.requests(con, catalog, lake, int(log_id), models, as_of)
         sources |= known_runs.sources_read(lake, int(log_id), models).get(catalog, set())
-    first_windows.read(con, lake, _distinct(ahead))
+    # a window that two run logs' models read is read once: the cache serves the second
+    first_windows.read(con, lake, ahead)
     load(con, catalog, sources, models, [str(schema) for schema, _ in logs])
-
-
-def _distinct(requests: list[FeedRequest]) -> list[FeedRequest]:
-    """One request per source window (two run logs' models may read one source)."""
-    found: dict[tuple[int, tuple[int, int]], FeedRequest] = {}
-    for request in requests:
-        found.setdefault((request.table_id, request.window), request)
-    return list(found.values())
 
 
 def load(
