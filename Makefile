@@ -6,7 +6,7 @@ ifeq ($(UV),)
 UV := python3 -m uv
 endif
 
-.PHONY: setup postgres-server demo demo-core bench bench-python soak foreign-writers test lint
+.PHONY: setup postgres-server demo demo-core bench bench-floor bench-python soak foreign-writers test lint
 
 # bytecode compiled at install: a process that may not write it (PYTHONDONTWRITEBYTECODE, as
 # containers often set) would otherwise compile dbt's 1,400 modules again on every `dbt run`
@@ -37,6 +37,12 @@ SCALE ?= 1
 BENCH_SUFFIX := $(if $(filter-out 1,$(SCALE)),/sf$(SCALE))
 bench: setup
 	$(UV) run --frozen python -m benchmarks.dbt_tpch --scale $(SCALE) --out docs/benchmark/dbt$(BENCH_SUFFIX) $(BENCH_ARGS)
+
+# what dbt itself costs per model in a DuckLake (a `select 1`, a view, a table, dbt's own
+# incremental, and two tiny maintained models), with the plugin and without: the floor under
+# the figures of `make bench`; report in docs/benchmark/dbt/floor (a minute)
+bench-floor: setup
+	$(UV) run --frozen python -m benchmarks.dbt_floor --out docs/benchmark/dbt/floor $(BENCH_ARGS)
 
 # the same views maintained from one Python process, against CREATE OR REPLACE TABLE AS, at
 # change ratios (mixed, then appends): docs/benchmark[/sf<SCALE>]
