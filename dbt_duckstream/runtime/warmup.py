@@ -1,5 +1,6 @@
 """What an invocation's runs read first, read ahead beside dbt's start: the run logs, the
-sources' changes, and the old catalog versions of the models' tables.
+sources' changes, and the old catalog versions of the models' tables (and this package's
+code version, which a kept plan is checked against).
 
 DuckLake reads a table's inlined rows at the schema version that inlined them, and a process
 loads the whole catalog as of that version the first time it reads one (six catalog queries,
@@ -36,7 +37,7 @@ import duckdb
 from ..compiler.plan import STATE_PREFIX
 from ..errors import DuckstreamError
 from ..sql import TableRef, literal, quote
-from . import first_windows, known_runs, runlog
+from . import first_windows, known_runs, plan_cache, runlog
 from .feeds import FeedRequest
 from .lake import (
     current_snapshot,
@@ -71,6 +72,8 @@ def on_open(
 
     def reading() -> None:
         try:
+            with suppress(OSError):  # the runs' first look for a kept plan asks it
+                plan_cache.code_version()
             for catalog in sorted(ducklake_catalogs(cursor)):
                 read_ahead(cursor, catalog, models, schemas)
         except (duckdb.Error, DuckstreamError, runlog.OutdatedRunLog) as error:
