@@ -37,7 +37,7 @@ import duckdb
 from dbt_duckstream.bridge.dbt_process import Launch, dbt_command, dbt_environment, run_dbt
 from dbt_duckstream.runtime.lake import attach_lake
 
-from .twin_project import REPOSITORY
+from .twin_project import ATTACH_LAKE, REPOSITORY
 
 #: model, materialization, what it does; in the report's order
 MODELS = (
@@ -100,30 +100,18 @@ flags:
 _PROFILE = """floor:
   target: with_plugin
   outputs:
-    with_plugin: &lake
+    without_plugin: &plain
       type: duckdb
       path: ":memory:"
-      plugins:
-        - module: dbt_duckstream.plugin
-      attach:
-        - path: "ducklake:{lake}/lake.ducklake"
-          alias: lake
-          options:
-            data_path: "{lake}/data"
-      database: lake
-      schema: with_plugin
-      threads: 1
-    without_plugin:
-      type: duckdb
-      path: ":memory:"
-      attach:
-        - path: "ducklake:{lake}/lake.ducklake"
-          alias: lake
-          options:
-            data_path: "{lake}/data"
+{attach}
       database: lake
       schema: without_plugin
       threads: 1
+    with_plugin:
+      <<: *plain
+      schema: with_plugin
+      plugins:
+        - module: dbt_duckstream.plugin
 """
 
 
@@ -133,7 +121,7 @@ def write_project(directory: Path, lake: Path) -> None:
     (directory / "macros").mkdir(exist_ok=True)
     (directory / "dbt_project.yml").write_text(_PROJECT)
     (directory / "packages.yml").write_text(f"packages:\n  - local: {REPOSITORY}\n")
-    (directory / "profiles.yml").write_text(_PROFILE.format(lake=lake))
+    (directory / "profiles.yml").write_text(_PROFILE.format(attach=ATTACH_LAKE.format(lake=lake)))
     (directory / "macros" / "select_one.sql").write_text(_MATERIALIZATION)
     for name, sql in _SQL.items():
         prefix = "" if name == FIRST else _AFTER_FIRST

@@ -66,11 +66,7 @@ _PROFILE = """bench:
       path: ":memory:"
       plugins:
         - module: dbt_duckstream.plugin
-      attach:
-        - path: "ducklake:{lake}/lake.ducklake"
-          alias: lake
-          options:
-            data_path: "{lake}/data"
+{attach}
       database: lake
       schema: ivm
       threads: 1
@@ -78,6 +74,16 @@ _PROFILE = """bench:
       <<: *lake
       schema: rebuild
 """
+
+
+#: a dbt-duckdb output's ``attach`` of the lake in ``{lake}`` as ``lake``
+ATTACH_LAKE = (
+    "      attach:\n"
+    '        - path: "ducklake:{lake}/lake.ducklake"\n'
+    "          alias: lake\n"
+    "          options:\n"
+    '            data_path: "{lake}/data"'
+)
 
 
 def model_sql(sql: str) -> str:
@@ -95,7 +101,7 @@ def write_project(directory: Path, lake: Path, views: list[str]) -> None:
     models.mkdir(parents=True, exist_ok=True)
     (directory / "dbt_project.yml").write_text(_PROJECT)
     (directory / "packages.yml").write_text(f"packages:\n  - local: {REPOSITORY}\n")
-    (directory / "profiles.yml").write_text(_PROFILE.format(lake=lake))
+    (directory / "profiles.yml").write_text(_PROFILE.format(attach=ATTACH_LAKE.format(lake=lake)))
     for name in views:
         (models / f"{name}.sql").write_text(model_sql(VIEWS[name]))
 
