@@ -322,6 +322,43 @@ def test_a_window_that_only_inserted_reads_no_ended_rows(lake, models, monkeypat
         sums.assert_consistent()
 
 
+def test_a_window_is_read_at_the_pin_when_nothing_touched_its_table_since(
+    lake, models, monkeypatch
+):
+    """The rows a window wrote are read at the run's pinned snapshot rather than at the
+    window's end when no snapshot between them touched the table: the same rows, in the
+    catalog version the run holds (a table created elsewhere moved the version on, and a
+    read at the window's end would load the older one). After an alteration of the table
+    past the window's end, they are read at its end."""
+    seen: list[tuple[tuple[int, int], int | None]] = []
+    read = feeds.source_delta_sql
+
+    def recording(*args, **kwargs):
+        seen.append((args[2], kwargs["read_at"]))
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(feeds, "source_delta_sql", recording)
+    sums = models["sums"]
+    for number, (change, then, at_pin) in enumerate(
+        [
+            ("INSERT INTO t VALUES (3, 1, 'c', 4.0)", "CREATE TABLE other1 (x INTEGER)", True),
+            ("UPDATE t SET v = v + 1 WHERE k = 2", "CREATE TABLE other2 (x INTEGER)", True),
+            ("DELETE FROM t WHERE id = 3", "", False),
+            ("INSERT INTO t VALUES (4, 4, 'd', 1.0)", "COMMENT ON TABLE t IS 'rows'", False),
+        ]
+    ):
+        lake.execute(change)
+        changed = current_snapshot(lake, "lake")
+        if then:
+            lake.execute(then)
+        seen.clear()
+        sums.refresh()
+        pin = current_snapshot(lake, "lake") - 1  # the run's commit follows its pin
+        assert [window[1] for window, _ in seen] == [changed], number
+        assert [read_at for _, read_at in seen] == [pin if at_pin else None], number
+        sums.assert_consistent()
+
+
 def test_a_first_read_takes_no_column_dropped_or_renamed_since_the_others_read_it(lake, models):
     tid = table_id(lake, T)
     assert tid is not None

@@ -93,6 +93,12 @@ class FeedRequest:
     read_by_others: tuple[str, ...] = ()
     #: ``read_by_others`` holds only the models of this run's dbt invocation (``invocation``)
     others_invoked: bool = False
+    #: a later snapshot than the window's end at which the table is as it was there (no
+    #: change to it in between), to read the window's new rows at: the run's pinned one,
+    #: whose catalog version the process has loaded. DuckLake loads the whole catalog of
+    #: every schema version it reads at, and a project's `view` and `table` models move the
+    #: version on during an invocation (20 ms a load in a small lake)
+    read_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -253,6 +259,7 @@ def _delta_sql(
         reorganized=request.reorganized,
         appended=request.appended,
         ended_rows=ended,
+        read_at=request.read_at,
         # the rows of a window that only inserted cannot cancel: netting them would cost a
         # grouping by every column, and readers take them as they are (``Scan``)
         netted=False,

@@ -424,9 +424,15 @@ def _feed_requests(
     log_id = situation.ids.get(runlog.log_table(plan.target).key)
     lake = situation.lakes.get(plan.target.catalog)
     invoked = invocation.models()
+    listed = situation.changes.listed
     for source in plan.sources:
         tid = situation.ids[source.key]
         if source.key in decision.changed and tid is not None:
+            span = decision.spans.get(source.key, decision.windows[source.catalog])
+            pinned = situation.pinned.get(source.catalog)
+            # read at the pin when nothing after the span's end touched the table
+            quiet_after = listed.get(source.key) == span[1] and pinned and pinned > span[1]
+            read_at = pinned if quiet_after else None
             others = (
                 known_runs.columns_read(lake, log_id, source.key, tid, among=invoked)
                 if lake is not None and log_id is not None
@@ -435,13 +441,14 @@ def _feed_requests(
             requests[source.key] = FeedRequest(
                 source,
                 tid,
-                decision.spans.get(source.key, decision.windows[source.catalog]),
+                span,
                 plan.source_reads[source.key],
                 plan.hides_snapshot_id(source.key),
                 source.key in decision.reorganized,
                 source.key in decision.appended,
                 others,
                 others_invoked=invoked is not None,
+                read_at=read_at,
             )
     return requests
 

@@ -163,6 +163,7 @@ def source_delta_sql(
     appended: bool = False,
     ended_rows: str | None = None,
     netted: bool = True,
+    read_at: int | None = None,
 ) -> str:
     """The netted delta of ``read`` columns of ``table`` over ``window`` (see the module);
     ``reorganized``: a rewrite, compaction or flush of the table's files falls in the window;
@@ -171,8 +172,11 @@ def source_delta_sql(
     as ``runtime.preimages`` reads them from the files that hold them), in place of the old
     snapshot's rows under the rowids the feed reports deleted; ``netted=False``: a window that
     only inserted may keep duplicate rows apart, each with multiplicity 1 (the shared feed
-    cache: no row can cancel there)."""
+    cache: no row can cancel there); ``read_at``: a snapshot after ``new`` up to which
+    nothing changed the table, at which the rows that began are read instead (the same rows,
+    in a catalog version the reader may have loaded already)."""
     old, new = window
+    began_at = new if read_at is None else read_at
     only_inserted = inserts_only(
         appended=appended, reorganized=reorganized, hides_snapshot_id=hides_snapshot_id
     )
@@ -180,7 +184,7 @@ def source_delta_sql(
     if only_inserted and not netted:
         return (
             f"SELECT {select}, 1::BIGINT AS {MULT} "
-            f"FROM {table.sql()} AT (VERSION => {new}) WHERE snapshot_id > {old}"
+            f"FROM {table.sql()} AT (VERSION => {began_at}) WHERE snapshot_id > {old}"
         )
     arguments = ", ".join(literal(p) for p in (table.catalog, table.schema, table.name))
 
@@ -196,7 +200,7 @@ def source_delta_sql(
         began = ended = among(f"{rowids('insertions')} UNION {rowids('deletions')}")
     elif reorganized:
         began_rows = (
-            f"SELECT rowid FROM {table.sql()} AT (VERSION => {new}) WHERE snapshot_id > {old}"
+            f"SELECT rowid FROM {table.sql()} AT (VERSION => {began_at}) WHERE snapshot_id > {old}"
         )
         began = ended = among(f"{began_rows} UNION {rowids('deletions')}")
     else:
@@ -219,7 +223,7 @@ def source_delta_sql(
             f"ELSE error({literal(f'{AMBIGUOUS_ROWIDS} {table.key}')}) END"
         )
 
-    halves = [half(new, began, 1)]
+    halves = [half(began_at, began, 1)]
     if not only_inserted:
         halves.append(half(old, ended, -1))
     with_clause = f"WITH {', '.join(ctes)}\n" if ctes else ""
