@@ -261,9 +261,10 @@ def _shadowable_in_view(text: str) -> frozenset[str]:
 def _change_rebinds(
     kind: str, value: str, sources: set[str], names: frozenset[str] | set[str]
 ) -> bool:
-    """Whether one change (``kind:value`` of ``changes_made``) may change what a plan reading
-    no view binds to: the tables of ids ``sources``, the SQL naming some without their
-    catalog by ``names`` (lower case, ``shadowable_names``).
+    """Whether one change (``kind:value`` of ``changes_made``) may change what a plan binds
+    to: the tables of ids ``sources``, the SQL naming some without their catalog by
+    ``names`` (lower case, ``shadowable_names``). The views a plan inlined are checked apart,
+    by their definitions (``cached_plan``).
 
     >>> _change_rebinds("created_view", '"stg"."stg_orders"', {"3"}, {"orders"})
     False
