@@ -10,7 +10,9 @@ holds models that each do the least their materialization can do:
 - ``incremental_appending_nothing`` and ``incremental_appending_one_row``: dbt's own
   ``incremental`` materialization, the second committing one constant row to the lake per run;
 - ``maintained_unchanged`` and ``maintained_one_row``: ``incremental_ivm`` aggregates over two
-  sources of a few rows, the first never changed, the second given one row before each run.
+  sources of a few rows, the first never changed, the second given one row before each run;
+- ``staging_view`` and ``maintained_over_view``: a dbt ``view`` over the second source, as
+  staging models are, and the same aggregate maintained over it, as marts are.
 
 Every model runs after ``first_model`` (a ``table`` of a constant), which pays what the first
 model of an invocation to touch the lake pays (DuckLake's catalog loaded, the connection's
@@ -48,8 +50,10 @@ MODELS = (
     ("incremental_appending_one_row", "`incremental`", "one constant row appended"),
     ("maintained_unchanged", "`incremental_ivm`", "an aggregate, its source unchanged"),
     ("maintained_one_row", "`incremental_ivm`", "an aggregate, one row appended to its source"),
+    ("staging_view", "`view`", "a view over that source, as a staging model"),
+    ("maintained_over_view", "`incremental_ivm`", "the aggregate over that view, as a mart"),
 )
-MAINTAINED = ("maintained_unchanged", "maintained_one_row")
+MAINTAINED = ("maintained_unchanged", "maintained_one_row", "maintained_over_view")
 FIRST = "first_model"
 #: dbt targets: the project's plugin loaded, and not
 WITH_PLUGIN, WITHOUT_PLUGIN = "with_plugin", "without_plugin"
@@ -84,6 +88,13 @@ _SQL = {
     "maintained_one_row": (
         "{{ config(materialized='incremental_ivm') }}\n"
         f"select v, count(*) as n from lake.{SOURCES}.growing group by v\n"
+    ),
+    "staging_view": (
+        f"{{{{ config(materialized='view') }}}}\nselect id, v from lake.{SOURCES}.growing\n"
+    ),
+    "maintained_over_view": (
+        "{{ config(materialized='incremental_ivm') }}\n"
+        "select v, count(*) as n from {{ ref('staging_view') }} group by v\n"
     ),
 }
 

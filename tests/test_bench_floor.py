@@ -21,8 +21,10 @@ def test_every_model_is_timed_on_each_target_that_can_run_it(tmp_path):
     assert floor.strategies == {
         "maintained_unchanged": ["unchanged"],
         "maintained_one_row": ["incremental"],
+        "maintained_over_view": ["incremental"],
     }
-    assert "+1 -1 rows" in floor.messages["maintained_one_row"][0]
+    for name in ("maintained_one_row", "maintained_over_view"):
+        assert "+1 -1 rows" in floor.messages[name][0]
     report = dbt_floor.markdown(floor)
     for name, _, _ in dbt_floor.MODELS:
         assert f"| {name} |" in report
