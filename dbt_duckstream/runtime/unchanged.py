@@ -98,13 +98,16 @@ def commit_info(
 ) -> CommitInfo:
     """What a run of ``plan`` pinned at ``pinned`` records in its commit: all of it when its
     sources live in the model's own catalog and their schemas' snapshot is known, else the
-    token alone. A model that reads views gets the token alone: its SQL as dbt gives it
-    names the views, whose definitions may change with its text unchanged."""
+    token alone. A model that reads views gets no SQL fingerprint, so it is never known
+    unchanged: its SQL as dbt gives it names the views, whose definitions may change with
+    its text unchanged. Its cursor and snapshots are recorded all the same, so that its next
+    run reads the history it asks about at its start (``history``) rather than asking the
+    catalog question by question (a mart over staging views decided in 23 ms, against 13
+    for the same aggregate over the table)."""
     catalog = plan.target.catalog
     source_ids = [ids.get(s.key) for s in plan.sources]
     if (
-        plan.views
-        or not plan.sources
+        not plan.sources
         or plan.described_at is None
         or catalog not in pinned
         or any(s.catalog != catalog for s in plan.sources)
@@ -114,7 +117,7 @@ def commit_info(
     default_catalog, db = plan.default_schema
     return CommitInfo(
         token,
-        fingerprint(plan.sql, plan.target, default_catalog, db),
+        None if plan.views else fingerprint(plan.sql, plan.target, default_catalog, db),
         pinned[catalog],
         plan.described_at,
         tuple(sorted(int(t) for t in source_ids if t is not None)),
