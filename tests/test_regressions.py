@@ -77,17 +77,27 @@
    the alias, DuckDB binds it to the input column inside an expression (a bare ``ORDER BY k``
    is the alias in both). Found while adding
    ORDER BY expressions over outputs (TPC-DS q70, q86).
+21. A run failed, and a model could not be built: DuckDB 1.5.5 pushed a join's filter into the
+   scan of a data file whose column has another type than the table's, as a bloom filter it
+   cannot cast ("Can't convert TableFilterType (BLOOM_FILTER) from global to local indexes").
+   Such a file holds a HUGEINT column (DuckLake writes it as DOUBLE), here a model's
+   ``sum(v) * 2`` that its retraction matches by value, or a source's column widened by
+   ``ALTER ... SET DATA TYPE`` after files were written (found by CI, in the key-range
+   property family).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from unittest import mock
 
 import duckdb
 import pytest
 
 from dbt_duckstream.runtime import inlining
+from dbt_duckstream.runtime import lake as lake_module
+from dbt_duckstream.runtime.decide import costs
 from dbt_duckstream.runtime.lake import sound_optimizers
 
 from .harness import Model
@@ -612,3 +622,52 @@ def test_an_order_by_expression_binds_a_name_to_the_input_column_first(lake, sql
         ),
         changes=("INSERT INTO r VALUES (5, 3, 20)", "DELETE FROM r WHERE id = 2"),
     )
+
+
+def test_a_model_column_written_as_another_type_is_matched_without_a_bloom_filter(lake):
+    """The CI history: the model's HUGEINT ``doubled`` lives in a Parquet file (as DOUBLE) and
+    in inlined rows, one of them deleted; a retraction matched by value, every table taken as
+    large, pushed a bloom filter into the file's scan."""
+    lake.execute("CREATE TABLE r (g VARCHAR, v INTEGER)")
+    lake.execute("INSERT INTO r VALUES (NULL, NULL), ('a', 4)")
+    sql = (
+        "SELECT q.g, q.total * 2 AS doubled FROM (SELECT g, sum(v) AS total FROM r "
+        "WHERE v > 0 GROUP BY g) AS q WHERE q.total > 1"
+    )
+    with mock.patch.object(costs, "LARGE_TABLE_ROWS", 0):
+        model = Model(lake, "n_subquery", sql)
+        model.refresh()
+        for change in (
+            "INSERT INTO r VALUES (NULL, 2), (NULL, 5)",
+            "INSERT INTO r VALUES (NULL, 2)",
+            "UPDATE r SET g = 'a' WHERE g IS NULL",
+        ):
+            lake.execute(change)
+            assert model.refresh().strategy == "incremental"
+            model.assert_consistent()
+    files = lake.execute("SELECT count(*) FROM ducklake_list_files('lake', 'n_subquery')")
+    assert files.fetchone() == (1,)
+
+
+def test_a_source_column_widened_over_its_files_is_joined_without_a_bloom_filter(lake):
+    lake.execute("CREATE TABLE r (id INTEGER, k INTEGER)")
+    lake.execute("CREATE TABLE s (k BIGINT, w INTEGER)")
+    lake.execute("CALL lake.set_option('data_inlining_row_limit', 0)")
+    lake.execute("INSERT INTO r SELECT i, i % 7 FROM range(20) t(i)")
+    lake.execute("ALTER TABLE r ALTER k SET DATA TYPE BIGINT")
+    lake.execute("CALL lake.set_option('data_inlining_row_limit', 10)")
+    lake.execute("INSERT INTO s VALUES (1, 10), (2, 20), (2, 5)")
+    sql = (
+        "SELECT r.id, t.sw FROM r JOIN (SELECT k, sum(w) AS sw FROM s WHERE w > 0 GROUP BY k) "
+        "AS t ON r.k = t.k"
+    )
+    model = Model(lake, "m", sql)
+    model.refresh()
+    model.assert_consistent()
+    lake.execute("INSERT INTO s VALUES (3, 1)")
+    lake.execute("DELETE FROM s WHERE k = 1")
+    assert model.refresh().strategy == "incremental"
+    model.assert_consistent()
+    assert lake.execute("SELECT count(*) FROM m").fetchone() == (6,)
+    # the pushdown is back on once the run is done
+    assert "join_filter_pushdown" not in lake_module.disabled_optimizers(lake)

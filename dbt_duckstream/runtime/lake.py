@@ -6,10 +6,11 @@ import importlib.util
 import re
 import threading
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -28,6 +29,8 @@ from ..sql import (
 from .breakdown import phase, span
 from .sqlite_hold import SqliteWriteHold
 from .turns import LAKE, PLANNING
+
+T = TypeVar("T")
 
 
 def extension_path(name: str) -> Path:
@@ -572,6 +575,14 @@ STATISTICS_OPTIMIZERS = ("compressed_materialization", "statistics_propagation")
 #: returns a wrong row now and then, more often on a loaded machine
 JOIN_FILTER_OPTIMIZERS = ("join_filter_pushdown",)
 
+#: what DuckDB 1.5.5 raises when a join's filter is pushed into the scan of a data file whose
+#: column has another type than the table's, as a bloom filter, which it cannot cast to the
+#: file's type: a HUGEINT column (DuckLake writes it to Parquet as DOUBLE: duckdb/duckdb#21180),
+#: or a column widened by ``ALTER ... SET DATA TYPE`` over files written before. Whether the
+#: join takes a bloom filter depends on its plan, so the same statement may pass on one table
+#: and fail on another. A statement without the pushdown reads the same rows.
+JOIN_FILTER_REFUSED = "Can't convert TableFilterType (BLOOM_FILTER) from global to local"
+
 #: the optimizer that replaces a decorrelated subquery's duplicate elimination by a join
 #: condition: DuckDB 1.5.5 gets it wrong for a correlation holding an inequality (``<>``,
 #: ``IS DISTINCT FROM``) beside another comparison. ``EXISTS (SELECT 1 FROM t WHERE d.id <>
@@ -697,6 +708,27 @@ def optimizers_off(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> Gene
                     if not failed:
                         raise
                     _guard_pending = True
+
+
+def refused_join_filter(error: BaseException) -> bool:
+    """Whether DuckDB refused a join filter it pushed into a scan (``JOIN_FILTER_REFUSED``)."""
+    return isinstance(error, duckdb.NotImplementedException) and JOIN_FILTER_REFUSED in str(error)
+
+
+def without_refused_join_filters(con: duckdb.DuckDBPyConnection, attempt: Callable[[], T]) -> T:
+    """``attempt()``, taken again with join filter pushdown off if DuckDB refused a join filter.
+
+    The first attempt's error aborted its transaction, which its own block rolled back, so the
+    second one starts from where the first did. Only statements that meet such a file pay the
+    second attempt; turning the pushdown off for every statement would make each keyed read of
+    a large table a full scan."""
+    try:
+        return attempt()
+    except duckdb.NotImplementedException as error:
+        if not refused_join_filter(error):
+            raise
+    with optimizers_off(con, JOIN_FILTER_OPTIMIZERS):
+        return attempt()
 
 
 def feed_safe_optimizers(con: duckdb.DuckDBPyConnection):

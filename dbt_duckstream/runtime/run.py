@@ -59,6 +59,7 @@ from .lake import (
     tables_columns,
     transaction,
     view_definitions,
+    without_refused_join_filters,
 )
 from .turns import LAKE
 from .unchanged import commit_info
@@ -363,12 +364,16 @@ def refresh(
     # a run that loses a commit race to another writer (or to another run of the same model)
     # reruns whole: new pin, new decision
     with sound_optimizers(con, plan.sql), restored(con):
-        result = retrying(
-            run,
-            f"incremental_ivm {plan.target.key}",
-            catalogs=lake_catalog,
-            redo=partial(_counted, is_retryable),
-            policy=RetryPolicy.from_environment(patience=WRITE_PATIENCE),
+        result = without_refused_join_filters(
+            con,
+            partial(
+                retrying,
+                run,
+                f"incremental_ivm {plan.target.key}",
+                catalogs=lake_catalog,
+                redo=partial(_counted, is_retryable),
+                policy=RetryPolicy.from_environment(patience=WRITE_PATIENCE),
+            ),
         )
     result.seconds = time.perf_counter() - started
     return result
