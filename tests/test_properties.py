@@ -138,6 +138,41 @@ def test_the_views_of_one_invocation_share_each_window_read(family: str, scenari
         run_scenario(scenario, views)
 
 
+#: commits of the lake that a window's runs may follow, each given a number of its own: tables
+#: and views created, written and dropped beside the sources, and a comment on a source, which
+#: touches the source without changing its rows
+_COMMITS_BETWEEN: dict[str, Callable[[duckdb.DuckDBPyConnection, int], object]] = {
+    "table created": lambda con, n: con.execute(f"CREATE TABLE other_{n} AS SELECT {n} AS x"),
+    "table written": lambda con, n: con.execute(
+        f"CREATE TABLE IF NOT EXISTS written (x INTEGER); INSERT INTO written VALUES ({n})"
+    ),
+    "view created": lambda con, n: con.execute(f"CREATE VIEW v_{n} AS SELECT k FROM r"),
+    "table dropped": lambda con, n: con.execute(f"DROP TABLE IF EXISTS other_{n - 1}"),
+    "source commented": lambda con, n: con.execute(f"COMMENT ON TABLE r IS 'note {n}'"),
+}
+
+
+@pytest.mark.parametrize("family", ["join_aggregates", "joins", "project_filter"])
+@settings(max_examples=SLOW_EXAMPLES)  # a variant of the core families (``budget``)
+@given(scenario=scenarios(), data=st.data())
+def test_windows_followed_by_other_commits_are_read_at_the_pin(family: str, scenario, data):
+    """Other commits of the lake between each window's last change and its runs, the family's
+    views maintained as the models of one invocation: a source that no commit touched after
+    its window is read at the run's pinned snapshot (``FeedRequest.read_at``), one that a
+    comment touched at its window's end; a later view of the invocation reads a window its
+    first reader shared (``runtime.invocation``)."""
+    views = FAMILIES[family]
+    numbers = iter(range(1, 1_000))
+
+    def commits_between(con: duckdb.DuckDBPyConnection) -> None:
+        drawn = st.lists(st.sampled_from(sorted(_COMMITS_BETWEEN)), max_size=3)
+        for commit in data.draw(drawn, label="commits between"):
+            _COMMITS_BETWEEN[commit](con, next(numbers))
+
+    with invocation.within(frozenset(views)):
+        run_scenario(scenario, views, before_runs=commits_between)
+
+
 @pytest.mark.parametrize("family", ["join_aggregates"])
 @settings(max_examples=SLOW_EXAMPLES)  # a variant of the core families (``budget``)
 @given(scenario=scenarios())
