@@ -46,6 +46,13 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--catalog", default="lake", help="the DuckLake's alias (default: lake)")
     explain.add_argument("--schema", default="main", help="the model's schema (default: main)")
     explain.add_argument("--name", help="the model's table name (default: the file's name)")
+    explain.add_argument(
+        "--stored-input",
+        action="append",
+        default=[],
+        dest="stored_inputs",
+        help="a source whose rows the model's joins keep (ivm_stored_inputs; repeatable)",
+    )
     explain.add_argument("--profiles-dir", help="dbt: where profiles.yml is")
     explain.add_argument("--target", help="dbt: the profile target to use")
     explain.set_defaults(handler=_explain)
@@ -77,10 +84,24 @@ def _explain(args: argparse.Namespace) -> int:
     if args.lake:
         con = duckdb.connect()
         attach_lake(con, args.lake, alias=args.catalog, data_path=args.data_path)
-        plan = prepare(con, sql, target, catalog=args.catalog, db=args.schema)
+        plan = prepare(
+            con,
+            sql,
+            target,
+            catalog=args.catalog,
+            db=args.schema,
+            stored_inputs=tuple(args.stored_inputs),
+        )
     else:
         try:
-            plan = compile_ivm(sql, target=target, schema={}, catalog=args.catalog, db=args.schema)
+            plan = compile_ivm(
+                sql,
+                target=target,
+                schema={},
+                catalog=args.catalog,
+                db=args.schema,
+                stored_inputs=tuple(args.stored_inputs),
+            )
         except ConfigurationError as error:
             raise ConfigurationError(
                 f"{error}; pass --lake <DuckLake metadata file> to read the sources' columns"

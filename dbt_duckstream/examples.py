@@ -17,7 +17,12 @@ from .runtime.lake import attach_lake
 from .runtime.run import prepare, refresh
 
 
-def show_delta(view: str, tables: dict[str, tuple[str, str]], change: str) -> None:
+def show_delta(
+    view: str,
+    tables: dict[str, tuple[str, str]],
+    change: str,
+    stored_inputs: tuple[str, ...] = (),
+) -> None:
     """Build ``view`` over ``tables`` (name -> column definitions, rows as SQL ``VALUES``) in
     a fresh DuckLake, commit ``change`` (statements separated by ``;``) as one snapshot,
     maintain, and print the rows the model gained (``+n``) and lost (``-n``).
@@ -33,7 +38,7 @@ def show_delta(view: str, tables: dict[str, tuple[str, str]], change: str) -> No
             for name, (columns, rows) in tables.items():
                 con.execute(f"CREATE TABLE {name} ({columns})")
                 con.execute(f"INSERT INTO {name} VALUES {rows}")
-            plan = prepare(con, view, "example", catalog="lake")
+            plan = prepare(con, view, "example", catalog="lake", stored_inputs=stored_inputs)
             refresh(con, plan, rebuild_above=None)
             before = Counter(con.execute("SELECT * FROM example").fetchall())
             con.execute("BEGIN")

@@ -78,9 +78,15 @@ def maintained(result: RunResult) -> bool:
 class Model:
     """A model under test: its plan, and the oracle after every run."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, name: str, sql: str) -> None:
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        name: str,
+        sql: str,
+        stored_inputs: tuple[str, ...] = (),
+    ) -> None:
         self.con, self.name, self.sql = con, name, sql
-        self.plan: IVMPlan = prepare(con, sql, name, catalog="lake")
+        self.plan: IVMPlan = prepare(con, sql, name, catalog="lake", stored_inputs=stored_inputs)
         self.results: list[RunResult] = []
         self.types_checked = False
 
@@ -127,12 +133,13 @@ def maintain_through(
     views: dict[str, str],
     windows,
     before_runs: Callable[[duckdb.DuckDBPyConnection], object] | None = None,
+    stored_inputs: tuple[str, ...] = (),
 ) -> None:
     """The oracle over a history: build every view, then after each window of operations
     (each with an ``apply(con)``) maintain every view and check it against a recomputation;
-    ``before_runs`` runs before each window's runs."""
+    ``before_runs`` runs before each window's runs; ``stored_inputs``: the views'."""
     record_example(f"views: {views!r}\nwindows: {windows!r}")
-    models = [Model(con, name, sql) for name, sql in views.items()]
+    models = [Model(con, name, sql, stored_inputs) for name, sql in views.items()]
     for model in models:
         assert model.refresh().strategy == "initial"
         model.assert_consistent()

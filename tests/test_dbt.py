@@ -126,6 +126,40 @@ def test_changed_model_sql_rebuilds(project: Project) -> None:
     )
 
 
+def test_a_join_input_the_model_stores_is_kept_beside_it(project: Project) -> None:
+    """``returned_payments`` configures ``ivm_stored_inputs=['stg_orders']``: the returned
+    orders live in a state table that each run brings forward, explain shows it, and a
+    model that stops storing them rebuilds, since its state changed."""
+    with project.connect() as con:
+        stored = con.execute(
+            "SELECT count(*) FROM lake.main.\"_duckstream_state_returned_payments_3\" "
+            "WHERE order_id NOT IN (SELECT order_id FROM lake.main.stg_orders "
+            "WHERE status = 'returned')"
+        ).fetchone()
+        returned = con.execute(
+            "SELECT count(*) FROM lake.main.stg_orders WHERE status = 'returned'"
+        ).fetchone()
+        kept = con.execute(
+            "SELECT count(*) FROM lake.main.\"_duckstream_state_returned_payments_3\""
+        ).fetchone()
+    assert stored == (0,) and kept == returned
+    explained = project.dbt(
+        "run-operation", "duckstream_explain", "--args", "{model: returned_payments}"
+    )
+    assert "stored_input3: rows of lake.main.stg_orders passing" in explained.output
+    model = project.directory / "models" / "marts" / "returned_payments.sql"
+    original = model.read_text()
+    try:
+        model.write_text(original.replace("{{ config(ivm_stored_inputs=['stg_orders']) }}", ""))
+        run = project.dbt("run", "-s", "returned_payments")
+        assert run.response("returned_payments")["code"] == "rebuild"
+        assert "model SQL changed" in run.output
+    finally:
+        model.write_text(original)
+    run = project.dbt("run", "-s", "returned_payments")
+    assert run.response("returned_payments")["code"] == "rebuild"
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [

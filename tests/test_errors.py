@@ -7,6 +7,7 @@ import re
 import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError, compile_ivm, prepare
+from dbt_duckstream.runtime.model_run import stored_input_names
 from dbt_duckstream.compiler import IVMPlan
 
 from .harness import fresh_lake
@@ -226,3 +227,25 @@ def test_struct_fields_unnested_recursively_are_named_as_unsupported() -> None:
             prepare(con, "SELECT id, unnest(s, recursive := true) FROM t", "m", catalog="lake")
     assert "id, x, b" in str(raised.value)
     assert "s.a AS a" in str(raised.value)
+
+
+def test_a_stored_input_the_model_cannot_store_is_a_configuration_error() -> None:
+    schema = {"memory": {"main": {"r": {"id": "INTEGER", "k": "INTEGER"}, "s": {"k": "INTEGER"}}}}
+    with pytest.raises(ConfigurationError, match=r"names s, .*can be stored: none"):
+        compile_ivm(
+            "SELECT r.id FROM r JOIN s ON r.k = s.k",
+            target="m",
+            schema=schema,
+            catalog="memory",
+            stored_inputs=("s",),
+        )
+    with pytest.raises(ConfigurationError, match=r"names t, .*can be stored: memory.main.r"):
+        compile_ivm(
+            "SELECT r.id FROM r JOIN s ON r.k = s.k WHERE r.id > 0",
+            target="m",
+            schema=schema,
+            catalog="memory",
+            stored_inputs=("t",),
+        )
+    with pytest.raises(ConfigurationError, match="ivm_stored_inputs=5 is not"):
+        stored_input_names(5)

@@ -51,6 +51,7 @@ def run_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str, Any
             empty=bool(request.get("empty")),
             fallback=request.get("fallback"),
             rebuild_above=rebuild_above(request.get("rebuild_above")),
+            stored_inputs=request.get("stored_inputs"),
         )
     return result.to_dict()
 
@@ -113,7 +114,14 @@ def explain_model(con: duckdb.DuckDBPyConnection, request: Request) -> dict[str,
         if recorded.mode == "rebuild":
             return {"text": f"-- {target.key} is rebuilt on every run (ivm_fallback='rebuild')"}
         sql = recorded.sql
-    plan = prepare(con, sql, target, catalog=target.catalog, db=target.schema)
+    plan = prepare(
+        con,
+        sql,
+        target,
+        catalog=target.catalog,
+        db=target.schema,
+        stored_inputs=model_run.stored_input_names(request.get("stored_inputs")),
+    )
     return {"text": plan.explain()}
 
 

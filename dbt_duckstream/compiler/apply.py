@@ -90,7 +90,7 @@ def delete_sql(
         return f"DELETE FROM {target} WHERE rowid IN ({held})", None
     retracted = f"(SELECT *, -{MULT} AS _ivm_copies FROM {delta} WHERE {MULT} < 0)"
     by_every_column = (
-        f"DELETE FROM {target} WHERE rowid IN (\n{_copies(target, columns, retracted)}\n)"
+        f"DELETE FROM {target} WHERE rowid IN (\n{copies_of(target, columns, retracted)}\n)"
     )
     narrow = match_by(columns, types)
     if not narrow:
@@ -119,7 +119,7 @@ def delete_sql(
     ), by_every_column
 
 
-def _copies(target: str, columns: tuple[str, ...], retracted: str) -> str:
+def copies_of(target: str, columns: tuple[str, ...], retracted: str) -> str:
     """The row ids of ``_ivm_copies`` rows of ``target`` equal to each row of ``retracted``."""
     return (
         f"  SELECT rid FROM (\n"

@@ -23,6 +23,7 @@ from .parse import parse_statement, parse_table
 from .pipeline import RESOLVED, WRITTEN, new_context, run
 from .render import MULT, Mode, RenderContext
 from .sources import pinned_sql, source_tables
+from .store_inputs import store_inputs
 from .ties import Ties, find_ties
 
 #: bumped whenever generated SQL or state changes meaning: maintained tables then rebuild once
@@ -66,6 +67,8 @@ class IVMPlan:
     described_at: int | None = None
     #: the views the model's SQL read, inlined (``inline_views``): ``sql`` holds their definitions
     views: tuple[str, ...] = ()
+    #: the sources whose rows its joins read from a state table (``store_inputs``)
+    stored_inputs: tuple[str, ...] = ()
 
     @property
     def catalogs(self) -> tuple[str, ...]:
@@ -282,6 +285,7 @@ def compile_ivm(
     catalog: str,
     db: str = "main",
     output_columns: list[tuple[str, str]] | None = None,
+    stored_inputs: tuple[str, ...] = (),
 ) -> IVMPlan:
     """Compile model SQL into an ``IVMPlan``.
 
@@ -291,6 +295,8 @@ def compile_ivm(
     the query) fixes the maintained table's exact column names and types (the catalog's
     ``output`` when not given); without either the table is created from the plan's own query.
     The SQL is parsed once, and goes through the rewrites' phases (``pipeline``).
+    ``stored_inputs`` names the sources whose rows, where a join reads them under conditions
+    of their own, are kept in a state table (``store_inputs``).
     """
     if isinstance(target, str):
         target = parse_table(target, catalog, db)
@@ -306,6 +312,8 @@ def compile_ivm(
         output_columns = lookup.output(sql)
     qualified = run(RESOLVED, statement, context.with_schema(tables))
     root = build_tree(qualified, tables)
+    stored_inputs = tuple(sorted({name.lower() for name in stored_inputs}))
+    store_inputs(root, stored_inputs)
     for node in root.walk():
         if node.stored:
             node.state_table = state_table(target, node.node_id)
@@ -323,7 +331,10 @@ def compile_ivm(
         columns = tuple(name for name, _ in output_columns)
         types = tuple(t for _, t in output_columns)
     qualified_sql = qualified.sql(dialect="duckdb")
-    digest = hashlib.sha256(f"{PLAN_FORMAT}\n{target.key}\n{qualified_sql}".encode()).hexdigest()
+    # the inputs stored change the state a model keeps: a model built without them rebuilds
+    stored = f"\n{','.join(stored_inputs)}" if stored_inputs else ""
+    identity = f"{PLAN_FORMAT}\n{target.key}\n{qualified_sql}{stored}"
+    digest = hashlib.sha256(identity.encode()).hexdigest()
     return IVMPlan(
         sql=model_sql,
         target=target,
@@ -336,6 +347,7 @@ def compile_ivm(
         sources=tuple(sorted(root.sources(), key=lambda s: s.key)),
         default_schema=(catalog, db),
         views=tuple(context.views),
+        stored_inputs=stored_inputs,
     )
 
 

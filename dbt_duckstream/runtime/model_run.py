@@ -44,9 +44,12 @@ def run_model(
     empty: bool = False,
     fallback: str | None = None,
     rebuild_above: float | None = REBUILD_ABOVE,
+    stored_inputs: object = None,
 ) -> RunResult:
     """Build or maintain the model ``target`` from ``sql``; see ``RunResult`` for what the
-    run did and ``Breakdown`` for where its time went."""
+    run did and ``Breakdown`` for where its time went. ``stored_inputs``: the sources whose
+    rows its joins keep in a state table (``ivm_stored_inputs``, ``compile_ivm``)."""
+    stored = stored_input_names(stored_inputs)
     fallback = str(fallback or "none")
     if fallback not in FALLBACKS:
         raise ConfigurationError(
@@ -55,9 +58,9 @@ def run_model(
     started = time.perf_counter()
     with recording() as breakdown:
         if empty:
-            result = _run_empty(con, sql, target, fallback)
+            result = _run_empty(con, sql, target, fallback, stored)
         else:
-            result = _run(con, sql, target, fallback, full_refresh, rebuild_above)
+            result = _run(con, sql, target, fallback, full_refresh, rebuild_above, stored)
     result.breakdown = breakdown
     result.seconds = time.perf_counter() - started
     return result
@@ -70,15 +73,17 @@ def _run(
     fallback: str,
     full_refresh: bool,
     rebuild_above: float | None,
+    stored_inputs: tuple[str, ...] = (),
 ) -> RunResult:
     with phase("decide"):
         history = _history(con, target)
-        quiet = None if full_refresh else _known_unchanged(con, sql, target, history)
+        quiet = None if full_refresh else _known_unchanged(con, sql, target, history, stored_inputs)
     if quiet is not None:
         return quiet
     try:
         with phase("bind"):
-            plan = _bound(con, sql, target, history if not full_refresh else None)
+            known = history if not full_refresh else None
+            plan = _bound(con, sql, target, known, stored_inputs)
     except UnsupportedSQLError as error:
         if fallback != "rebuild":
             raise unmaintainable(error) from error
@@ -98,7 +103,11 @@ def _run(
 
 
 def _bound(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, history: History | None = None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    history: History | None = None,
+    stored_inputs: tuple[str, ...] = (),
 ) -> IVMPlan:
     """The model's plan, compiled against the live catalog; with the run's ``history``, as
     an earlier process compiled it, when it still holds (``plan_cache``)."""
@@ -106,15 +115,43 @@ def _bound(
     def bound() -> IVMPlan:
         with LAKE.reading():
             if history is not None:
-                found = plan_cache.cached_plan(con, sql, target, history)
+                found = plan_cache.cached_plan(con, sql, target, history, stored_inputs)
                 if found is not None:
                     return found
-            plan = prepare(con, sql, target, catalog=target.catalog, db=target.schema)
+            plan = prepare(
+                con,
+                sql,
+                target,
+                catalog=target.catalog,
+                db=target.schema,
+                stored_inputs=stored_inputs,
+            )
             if history is not None:
                 plan_cache.keep(con, sql, target, plan, history)
             return plan
 
     return retrying(bound, f"incremental_ivm {target.key} binding its SQL")
+
+
+def stored_input_names(configured: object) -> tuple[str, ...]:
+    """``ivm_stored_inputs`` as configured (a source's name, or a list of them) as names.
+
+    >>> stored_input_names(["lineitem", "tpch.orders"])
+    ('lineitem', 'tpch.orders')
+    >>> stored_input_names("lineitem")
+    ('lineitem',)
+    >>> stored_input_names(None)
+    ()
+    """
+    if configured is None:
+        return ()
+    names = [configured] if isinstance(configured, str) else configured
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) and n for n in names):
+        raise ConfigurationError(
+            f"ivm_stored_inputs={configured!r} is not a source's name or a list of them: "
+            "give the tables whose rows the model's joins keep, e.g. ['lineitem']"
+        )
+    return tuple(names)
 
 
 def unmaintainable(error: UnsupportedSQLError) -> DuckstreamError:
@@ -125,7 +162,11 @@ def unmaintainable(error: UnsupportedSQLError) -> DuckstreamError:
 
 
 def _run_empty(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, fallback: str
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    fallback: str,
+    stored_inputs: tuple[str, ...] = (),
 ) -> RunResult:
     """dbt's ``--empty``: compile the model's SQL as a run would, so that SQL it cannot
     maintain fails here too; create its table without rows when it has none, for the models
@@ -133,7 +174,7 @@ def _run_empty(
     that exists is left as it is (what dbt's incremental materialization does)."""
     try:
         with phase("bind"):
-            _bound(con, without_empty_reads(sql), target)
+            _bound(con, without_empty_reads(sql), target, stored_inputs=stored_inputs)
     except UnsupportedSQLError as error:
         if fallback != "rebuild":
             raise unmaintainable(error) from error
@@ -158,7 +199,11 @@ def _history(con: duckdb.DuckDBPyConnection, target: TableRef) -> History | None
 
 
 def _known_unchanged(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, history: History | None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    history: History | None,
+    stored_inputs: tuple[str, ...] = (),
 ) -> RunResult | None:
     """The run, when the lake's metadata proves that nothing changed since the model's last
     one: without compiling its SQL (``runtime.unchanged``)."""
@@ -166,7 +211,13 @@ def _known_unchanged(
         return None
     with LAKE.reading():
         found = known_unchanged(
-            con, sql, target, catalog=target.catalog, db=target.schema, history=history
+            con,
+            sql,
+            target,
+            catalog=target.catalog,
+            db=target.schema,
+            history=history,
+            stored_inputs=stored_inputs,
         )
     if found is None:
         return None

@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from ..compiler.operators import Aggregate, Filter, Join, Operator, Project, Scan
 from ..compiler.operators.membership import MembershipJoin
+from ..compiler.operators.stored_input import StoredInput
 from .key_ranges import NarrowedRead
 
 #: per column whose values narrow a read, the changed source column they pass from
@@ -130,5 +131,20 @@ def reads_changed(node: Operator, changed: frozenset[str]) -> bool:
 
 
 def rows_read(node: Operator, rows: dict[str, int]) -> int:
-    """The rows of the sources ``node`` reads, from ``rows`` (by source key)."""
-    return sum(rows.get(s.key, 0) for s in node.sources())
+    """The rows of the sources ``node`` reads, from ``rows`` (by source key); a stored
+    input's, the rows of its state table, when ``rows`` holds them."""
+    sources: set[str] = set()
+    stored = 0
+
+    def visit(n: Operator) -> None:
+        nonlocal stored
+        kept = n.state_table.key if isinstance(n, StoredInput) and n.state_table else None
+        if kept is not None and kept in rows:
+            stored += rows[kept]
+            return
+        sources.update(s.key for s in n.own_sources())
+        for child in n.children:
+            visit(child)
+
+    visit(node)
+    return stored + sum(rows.get(key, 0) for key in sources)

@@ -91,11 +91,16 @@ def directory() -> Path | None:
 
 
 def cached_plan(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, history: History | None = None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    history: History | None = None,
+    stored_inputs: tuple[str, ...] = (),
 ) -> IVMPlan | None:
     """The model's plan as a process compiled it before, when it still holds; else None.
-    ``history``: the lake's snapshots as the run read them, asked first."""
-    path = _path(con, sql, target, history)
+    ``history``: the lake's snapshots as the run read them, asked first; ``stored_inputs``:
+    as the model configures them (``compile_ivm``)."""
+    path = _path(con, sql, target, history, stored_inputs)
     if path is None or not path.exists():
         return None
     try:
@@ -143,7 +148,7 @@ def keep(
         or latest_snapshot(con, target.catalog) != plan.described_at
     ):
         return
-    path = _path(con, sql, target, history)
+    path = _path(con, sql, target, history, plan.stored_inputs)
     ids = table_ids(con, list(plan.sources))
     definitions = _view_texts(con, target.catalog, [v for v in views if v is not None])
     if (
@@ -284,7 +289,11 @@ def _change_rebinds(
 
 
 def _path(
-    con: duckdb.DuckDBPyConnection, sql: str, target: TableRef, history: History | None = None
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    target: TableRef,
+    history: History | None = None,
+    stored_inputs: tuple[str, ...] = (),
 ) -> Path | None:
     """The entry's file; None without a cache, or outside a DuckLake (``prepare`` says why)."""
     where = directory()
@@ -296,7 +305,11 @@ def _path(
         return None
     statement = bare_statement(sql)
     key = "\n".join(
-        [code_version(), fingerprint(statement, target, target.catalog, target.schema), lake]
+        [
+            code_version(),
+            fingerprint(statement, target, target.catalog, target.schema, stored_inputs),
+            lake,
+        ]
     )
     return where / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.plan"
 

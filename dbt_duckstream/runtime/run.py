@@ -110,8 +110,10 @@ def prepare(
     *,
     catalog: str,
     db: str = "main",
+    stored_inputs: tuple[str, ...] = (),
 ) -> IVMPlan:
-    """Compile model SQL against the live catalog: source schemas and exact output types."""
+    """Compile model SQL against the live catalog: source schemas and exact output types;
+    ``stored_inputs``: see ``compile_ivm``."""
     target_ref = parse_table(target, catalog, db) if isinstance(target, str) else target
     lakes = ducklake_catalogs(con)
     if target_ref.catalog not in lakes:
@@ -121,7 +123,14 @@ def prepare(
             "(dbt: set the profile's database, or the model's database, to the DuckLake alias)"
         )
     live = LiveCatalog(con, target_ref, catalog, db, lakes)
-    plan = compile_ivm(bare_statement(sql), target=target_ref, schema=live, catalog=catalog, db=db)
+    plan = compile_ivm(
+        bare_statement(sql),
+        target=target_ref,
+        schema=live,
+        catalog=catalog,
+        db=db,
+        stored_inputs=stored_inputs,
+    )
     return replace(plan, described_at=live.described_at)
 
 

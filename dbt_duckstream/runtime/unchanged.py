@@ -46,11 +46,14 @@ from .lake import SnapshotChange, metadata_catalog, snapshot_changes, snapshots_
 REASON = "no source changed"
 
 
-def fingerprint(statement: str, target: TableRef, catalog: str, db: str) -> str:
+def fingerprint(
+    statement: str, target: TableRef, catalog: str, db: str, stored_inputs: tuple[str, ...] = ()
+) -> str:
     """What the model's SQL (``statement``, bare: ``sql.bare_statement``, as a plan holds
     it) means to a run, before compiling it: its text, where it lands, where its unqualified
-    names resolve, and the plan format."""
-    text = f"{PLAN_FORMAT}\n{target.key}\n{catalog}.{db}\n{statement}"
+    names resolve, the plan format, and the inputs it stores (``compile_ivm``)."""
+    stored = f"\n{','.join(sorted({n.lower() for n in stored_inputs}))}" if stored_inputs else ""
+    text = f"{PLAN_FORMAT}\n{target.key}\n{catalog}.{db}\n{statement}{stored}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -117,7 +120,9 @@ def commit_info(
     default_catalog, db = plan.default_schema
     return CommitInfo(
         token,
-        None if plan.views else fingerprint(plan.sql, plan.target, default_catalog, db),
+        None
+        if plan.views
+        else fingerprint(plan.sql, plan.target, default_catalog, db, plan.stored_inputs),
         pinned[catalog],
         plan.described_at,
         tuple(sorted(int(t) for t in source_ids if t is not None)),
@@ -132,12 +137,15 @@ def known_unchanged(
     catalog: str,
     db: str,
     history: History | None = None,
+    stored_inputs: tuple[str, ...] = (),
 ) -> tuple[str, dict[str, tuple[int, int]]] | None:
     """The reason and window of a run that would find nothing changed, when the lake's
     metadata alone proves it (see the module); None when it does not. ``history``: the
-    lake's snapshots as the run read them (``history``), read here when not given."""
+    lake's snapshots as the run read them (``history``), read here when not given;
+    ``stored_inputs``: the model's (``compile_ivm``)."""
     try:
-        return _known_unchanged(con, sql, target, catalog, db, history or read(con, target))
+        found = history or read(con, target)
+        return _known_unchanged(con, sql, target, catalog, db, found, stored_inputs)
     except duckdb.Error:  # not a DuckLake, a catalog busy: the full run retries, or says why
         return None
 
@@ -149,6 +157,7 @@ def _known_unchanged(
     catalog: str,
     db: str,
     history: History,
+    stored_inputs: tuple[str, ...] = (),
 ) -> tuple[str, dict[str, tuple[int, int]]] | None:
     now, committed = history.now, history.committed
     if committed is None:
@@ -159,7 +168,7 @@ def _known_unchanged(
         or info.sql is None
         or info.cursor is None
         or info.described is None
-        or info.sql != fingerprint(bare_statement(sql), target, catalog, db)
+        or info.sql != fingerprint(bare_statement(sql), target, catalog, db, stored_inputs)
     ):
         return None
     since = min(info.cursor, info.described)

@@ -23,6 +23,7 @@
         'empty': flags.EMPTY is true,
         'fallback': config.get('ivm_fallback'),
         'rebuild_above': config.get('ivm_rebuild_above'),
+        'stored_inputs': config.get('ivm_stored_inputs'),
       }) -%}
   {{ log(target_relation ~ ': ' ~ result['summary'], info=(result['strategy'] == 'rebuild')) }}
   {%- do store_raw_result(

@@ -12,6 +12,7 @@
   {%- set response = dbt_duckstream.duckstream_call('duckstream_explain', {
         'relation': dbt_duckstream.duckstream_relation(relation),
         'sql': render(node.raw_code),
+        'stored_inputs': node.config.get('ivm_stored_inputs'),
       }) -%}
   {%- do print(response['text']) -%}
 {% endmacro %}

@@ -16,6 +16,7 @@ from .scalar_subquery import ScalarSubquery
 from .scan import Scan
 from .semi_join import SemiJoin
 from .setops import SET_OPERATIONS, CountedSetOperation, UnionAll
+from .stored_input import StoredInput
 from .topn import TopN
 from .window import Window
 
@@ -38,6 +39,7 @@ __all__ = [
     "ScalarSubquery",
     "Scan",
     "SemiJoin",
+    "StoredInput",
     "TopN",
     "UnionAll",
     "Window",

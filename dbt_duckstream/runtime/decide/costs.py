@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from ...compiler import IVMPlan
-from ...compiler.operators import Filter, Join, Operator, Scan
+from ...compiler.operators import Filter, Join, Operator, Scan, StoredInput
 from ..captured import captured_all
 from ..feeds import cached
 from ..key_ranges import NarrowedRead, narrowed_rows
@@ -207,13 +207,27 @@ def estimate(
     narrowed = {
         read: probed_rows(n, _keys(changes.get(read.by_table))) for read, n in narrowed.items()
     }
+    # a join term reads a stored input's state table in place of its source
+    reading = rows | stored_rows(plan, table_rows)
     return Estimate(
         inserted_rows + deleted_rows + cheap_deleted,
         feed_rows
         + INSERT_WEIGHT * (inserted_rows + deleted_rows + cheap_deleted)
-        + full_reads(plan.root, changed, rows, narrowed, terms, near),
+        + full_reads(plan.root, changed, reading, narrowed, terms, near),
         sum(rows.values()) + OUTPUT_WEIGHT * model_rows,
     )
+
+
+def stored_rows(plan: IVMPlan, table_rows: dict[str, int]) -> dict[str, int]:
+    """The rows of the state tables of the plan's stored inputs (by key; those that exist):
+    a join term reads those in place of their sources' (``rows_read``)."""
+    return {
+        n.state_table.key: table_rows[n.state_table.key]
+        for n in plan.root.walk()
+        if isinstance(n, StoredInput)
+        and n.state_table is not None
+        and n.state_table.key in table_rows
+    }
 
 
 def touched_keys(known: dict[str, int], found: dict[int, WindowRows]) -> set[str]:
@@ -341,7 +355,8 @@ def _join_terms(
                 if j == i:
                     continue
                 reads = ()
-                if isinstance(other, Scan) and isinstance(changing, Scan):
+                # a stored input changes by its source's delta (``StoredInput``)
+                if isinstance(other, Scan) and isinstance(changing, Scan | StoredInput):
                     reads = tuple(
                         NarrowedRead(other.table.key, mine, changing.table.key, theirs)
                         for mine, theirs in equalities.get((j, i), ())
