@@ -132,7 +132,7 @@ def test_a_join_input_the_model_stores_is_kept_beside_it(project: Project) -> No
     model that stops storing them rebuilds, since its state changed."""
     with project.connect() as con:
         stored = con.execute(
-            "SELECT count(*) FROM lake.main.\"_duckstream_state_returned_payments_3\" "
+            'SELECT count(*) FROM lake.main."_duckstream_state_returned_payments_3" '
             "WHERE order_id NOT IN (SELECT order_id FROM lake.main.stg_orders "
             "WHERE status = 'returned')"
         ).fetchone()
@@ -140,7 +140,7 @@ def test_a_join_input_the_model_stores_is_kept_beside_it(project: Project) -> No
             "SELECT count(*) FROM lake.main.stg_orders WHERE status = 'returned'"
         ).fetchone()
         kept = con.execute(
-            "SELECT count(*) FROM lake.main.\"_duckstream_state_returned_payments_3\""
+            'SELECT count(*) FROM lake.main."_duckstream_state_returned_payments_3"'
         ).fetchone()
     assert stored == (0,) and kept == returned
     explained = project.dbt(

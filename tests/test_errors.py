@@ -7,8 +7,8 @@ import re
 import pytest
 
 from dbt_duckstream import ConfigurationError, UnsupportedSQLError, compile_ivm, prepare
-from dbt_duckstream.runtime.model_run import stored_input_names
 from dbt_duckstream.compiler import IVMPlan
+from dbt_duckstream.runtime.model_run import stored_input_names
 
 from .harness import fresh_lake
 

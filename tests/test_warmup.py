@@ -266,3 +266,26 @@ def test_only_the_run_logs_of_the_invocations_schemas_are_read_ahead(tmp_path, m
     assert read_ahead(frozenset({("lake", "main")})) == ({"main"}, 0)
     everywhere, naming_dev = read_ahead(None)
     assert everywhere == {"main", "dev"} and naming_dev > 0
+
+
+def test_the_process_exit_stops_reading_ahead_first(monkeypatch):
+    """A ``dbt run`` can finish before its reading ahead does (every model unchanged): the
+    exit interrupts the thread's queries and waits for it, since a daemon thread still inside
+    DuckDB when the interpreter finalizes aborts the process (``stop_reading``)."""
+    started = threading.Event()
+
+    def long_read(con, catalog, models, schemas=None):
+        started.set()
+        for _ in range(3):  # each query the thread starts is interrupted in turn
+            con.execute("SELECT count(*) FROM range(100_000_000_000)").fetchall()
+
+    con = duckdb.connect()
+    try:
+        monkeypatch.setattr(warmup, "ducklake_catalogs", lambda cursor: {"lake"})
+        monkeypatch.setattr(warmup, "read_ahead", long_read)
+        thread = warmup.on_open(con.cursor, frozenset({"m"}))
+        assert thread is not None and started.wait(10)
+        warmup.stop_reading(wait=10)
+        assert not thread.is_alive()
+    finally:
+        con.close()

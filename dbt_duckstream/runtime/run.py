@@ -20,6 +20,7 @@ import duckdb
 
 from ..compiler import STATE_PREFIX, IVMPlan, Maintenance, Schema, compile_ivm, parse_table
 from ..compiler.operators.scan import AMBIGUOUS_ROWIDS
+from ..compiler.operators.stored_input import STORED_ROWS_MISSING
 from ..compiler.plan import StagedBuild
 from ..compiler.render import MULT
 from ..errors import ConcurrentRunError, ConfigurationError, UnsupportedSQLError
@@ -849,7 +850,12 @@ def _apply(
     if result.rows_inserted:
         apply_statement(con, maintenance.insert)
     for statement in maintenance.always:
-        apply_statement(con, statement)
+        try:
+            apply_statement(con, statement)
+        except duckdb.Error as error:
+            if STORED_ROWS_MISSING not in str(error):
+                raise
+            raise UnmatchedRetractions(str(error).split("Error: ", 1)[-1]) from error
     result.statements = maintenance.all()
 
 
