@@ -88,7 +88,7 @@ def delete_sql(
             f"ON {same_key('t', 'd', keys)}"
         )
         return f"DELETE FROM {target} WHERE rowid IN ({held})", None
-    retracted = f"(SELECT *, -{MULT} AS _ivm_copies FROM {delta} WHERE {MULT} < 0)"
+    retracted = retracted_copies(delta)
     by_every_column = (
         f"DELETE FROM {target} WHERE rowid IN (\n{copies_of(target, columns, retracted)}\n)"
     )
@@ -117,6 +117,11 @@ def delete_sql(
         f"  SELECT h._ivm_rid FROM held AS h SEMI JOIN whole AS w ON {same_key('h', 'w', narrow)}\n"
         f")"
     ), by_every_column
+
+
+def retracted_copies(delta: str) -> str:
+    """The rows ``delta`` retracts, each with the number of its copies (``_ivm_copies``)."""
+    return f"(SELECT *, -{MULT} AS _ivm_copies FROM {delta} WHERE {MULT} < 0)"
 
 
 def copies_of(target: str, columns: tuple[str, ...], retracted: str) -> str:
@@ -184,8 +189,12 @@ def deleted_by_key(
     return keys if all(NARROW_TYPES.fullmatch(kinds[k]) for k in keys) else None
 
 
-def insert_sql(target: str, columns: tuple[str, ...], delta: str) -> str:
+def expanded(columns: tuple[str, ...], delta: str, *, retracted: bool = False) -> str:
+    """A SELECT of ``columns`` of one row per copy that ``delta`` asserts (or retracts)."""
     cols = ", ".join(f"d.{quote(c)}" for c in columns)
-    return (
-        f"INSERT INTO {target} SELECT {cols} FROM {delta} AS d, range(d.{MULT}) WHERE d.{MULT} > 0"
-    )
+    copies, sign = (f"-d.{MULT}", "<") if retracted else (f"d.{MULT}", ">")
+    return f"SELECT {cols} FROM {delta} AS d, range({copies}) WHERE d.{MULT} {sign} 0"
+
+
+def insert_sql(target: str, columns: tuple[str, ...], delta: str) -> str:
+    return f"INSERT INTO {target} {expanded(columns, delta)}"

@@ -23,7 +23,7 @@ from .parse import parse_statement, parse_table
 from .pipeline import RESOLVED, WRITTEN, new_context, run
 from .render import MULT, Mode, RenderContext
 from .sources import pinned_sql, source_tables
-from .store_inputs import store_inputs
+from .store_inputs import identity, normalized, store_inputs
 from .ties import Ties, find_ties
 
 #: bumped whenever generated SQL or state changes meaning: maintained tables then rebuild once
@@ -312,7 +312,7 @@ def compile_ivm(
         output_columns = lookup.output(sql)
     qualified = run(RESOLVED, statement, context.with_schema(tables))
     root = build_tree(qualified, tables)
-    stored_inputs = tuple(sorted({name.lower() for name in stored_inputs}))
+    stored_inputs = normalized(stored_inputs)
     store_inputs(root, stored_inputs)
     for node in root.walk():
         if node.stored:
@@ -332,9 +332,10 @@ def compile_ivm(
         types = tuple(t for _, t in output_columns)
     qualified_sql = qualified.sql(dialect="duckdb")
     # the inputs stored change the state a model keeps: a model built without them rebuilds
-    stored = f"\n{','.join(stored_inputs)}" if stored_inputs else ""
-    identity = f"{PLAN_FORMAT}\n{target.key}\n{qualified_sql}{stored}"
-    digest = hashlib.sha256(identity.encode()).hexdigest()
+    stored = identity(stored_inputs)
+    digest = hashlib.sha256(
+        f"{PLAN_FORMAT}\n{target.key}\n{qualified_sql}{stored}".encode()
+    ).hexdigest()
     return IVMPlan(
         sql=model_sql,
         target=target,

@@ -23,10 +23,27 @@ from .operators.stored_input import StoredInput
 EVERY = "*"
 
 
+def normalized(names: Iterable[str]) -> tuple[str, ...]:
+    """The configured names as a plan holds them: lower case, each once, sorted.
+
+    >>> normalized(["Lineitem", "orders", "lineitem"])
+    ('lineitem', 'orders')
+    """
+    return tuple(sorted({name.lower() for name in names}))
+
+
+def identity(names: Iterable[str]) -> str:
+    """The stored inputs as they enter a model's fingerprints (its plan's digest, its SQL's
+    fingerprint): nothing without any, so that the fingerprints of models that store none
+    stay as they were, and a model that starts or stops storing one rebuilds."""
+    stored = normalized(names)
+    return f"\n{','.join(stored)}" if stored else ""
+
+
 def store_inputs(root: Operator, names: Iterable[str]) -> None:
     """Wrap the join inputs of ``root`` that read a source of ``names`` (a table's name, or
     its ``schema.name``, or its full key) in a ``StoredInput``, and number the tree again."""
-    wanted = {name.lower() for name in names}
+    wanted = set(normalized(names))
     if not wanted:
         return
     found: set[str] = set()

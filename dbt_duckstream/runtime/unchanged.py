@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ..compiler import PLAN_FORMAT, STATE_PREFIX, IVMPlan
+from ..compiler.store_inputs import identity
 from ..sql import TableRef, bare_statement, inlined
 from . import runlog
 from .decide import ALTERATIONS, COMPACTIONS, ROW_CHANGES
@@ -52,8 +53,7 @@ def fingerprint(
     """What the model's SQL (``statement``, bare: ``sql.bare_statement``, as a plan holds
     it) means to a run, before compiling it: its text, where it lands, where its unqualified
     names resolve, the plan format, and the inputs it stores (``compile_ivm``)."""
-    stored = f"\n{','.join(sorted({n.lower() for n in stored_inputs}))}" if stored_inputs else ""
-    text = f"{PLAN_FORMAT}\n{target.key}\n{catalog}.{db}\n{statement}{stored}"
+    text = f"{PLAN_FORMAT}\n{target.key}\n{catalog}.{db}\n{statement}{identity(stored_inputs)}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

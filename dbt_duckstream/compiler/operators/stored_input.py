@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from ...sql import TableRef, column_list, expr_sql, literal, quote
-from ..apply import copies_of, insert_sql
+from ..apply import copies_of, expanded, insert_sql, retracted_copies
 from ..render import MULT, Mode, RenderContext, Side
 from .base import Operator
 from .scan import Scan
@@ -94,12 +94,10 @@ class StoredInput(Operator):
         delta = self.delta(ctx)
         if side == "old" or delta is None:
             return stored
-        copied = ", ".join(f"d.{quote(c)}" for c in self.columns)
         return (
             f"SELECT {columns} FROM (\n{stored}\nEXCEPT ALL\n"
-            f"SELECT {copied} FROM {delta} AS d, range(-d.{MULT}) WHERE d.{MULT} < 0)\n"
-            f"UNION ALL\n"
-            f"SELECT {copied} FROM {delta} AS d, range(d.{MULT}) WHERE d.{MULT} > 0"
+            f"{expanded(self.columns, delta, retracted=True)})\n"
+            f"UNION ALL\n{expanded(self.columns, delta)}"
         )
 
     def render_delta(self, ctx: RenderContext) -> str | None:
@@ -121,7 +119,7 @@ class StoredInput(Operator):
 
         def writes() -> str:
             table = self.state_table_sql()
-            retracted = f"(SELECT *, -{MULT} AS _ivm_copies FROM {name} WHERE {MULT} < 0)"
+            retracted = retracted_copies(name)
             found = quote(f"_ivm_{ctx.prefix}_{self.name}_retracted")
             ctx.write(
                 f"CREATE OR REPLACE TEMP TABLE {found} AS\n"
