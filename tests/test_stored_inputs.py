@@ -36,3 +36,44 @@ def test_a_stored_row_a_retraction_does_not_find_makes_the_run_rebuild(lake):
     assert model.refresh().strategy == "incremental"
     model.assert_consistent()
     assert lake.execute(f"SELECT count(*) FROM {state.sql()}").fetchone() == (5,)
+
+
+def test_state_a_change_leaves_as_it_was_is_not_written(lake, monkeypatch):
+    """A source change that no stored row and no group sees (a row the conditions drop)
+    leaves the state tables unwritten: a DuckLake write of no row still costs catalog round
+    trips. A change they see writes them."""
+    from dbt_duckstream.runtime import run as runtime
+
+    lake.execute("CREATE TABLE r (id INTEGER, k INTEGER)")
+    lake.execute("CREATE TABLE s (k INTEGER, name VARCHAR, w DOUBLE)")
+    lake.execute("INSERT INTO r SELECT i, i % 12 FROM range(48) t(i)")
+    lake.execute("INSERT INTO s SELECT i, 'n' || (i % 3), i / 8 FROM range(12) t(i)")
+    sql = (
+        "SELECT s.name, count(*) AS n, sum(r.id) AS ids FROM r JOIN s ON r.k = s.k "
+        "WHERE s.w > 0.5 GROUP BY s.name"
+    )
+    model = Model(lake, "m", sql, ("s",))
+    model.refresh()
+    tables = [table.sql() for table in model.plan.state_tables]
+    assert len(tables) == 2  # the stored input's and the aggregate's
+    executed: list[str] = []
+
+    def apply(con, statement):
+        executed.append(statement)
+        return con.execute(statement)
+
+    monkeypatch.setattr(runtime, "apply_statement", apply)
+
+    def state_writes() -> list[str]:
+        return [s for s in executed if any(table in s for table in tables)]
+
+    lake.execute("INSERT INTO s VALUES (20, 'n9', 0.25)")  # under the condition
+    assert model.refresh().strategy == "incremental"
+    assert state_writes() == []
+    model.assert_consistent()
+    lake.execute("UPDATE s SET w = 0.75 WHERE k = 20")  # now above it
+    assert model.refresh().strategy == "incremental"
+    written = state_writes()
+    assert any(s.startswith("INSERT INTO") and tables[0] in s for s in written), written
+    assert any(s.startswith("DELETE FROM") for s in written), written
+    model.assert_consistent()

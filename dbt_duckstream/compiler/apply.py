@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..sql import column_list, keyed_join, quote, same_key
-from .render import MULT
+from .render import MULT, Write
 
 
 @dataclass
@@ -43,7 +43,8 @@ class Maintenance:
     when the delta retracts nothing and it ``deletes_only_retracted`` rows; ``delete``
     returns the number of rows it deleted, which is the number of rows the delta retracts
     when the model holds what its runs wrote); ``always`` updates state that changes even
-    when the model's rows do not; ``cleanup`` drops the temporary tables.
+    when the model's rows do not (each skipped when the temporary table it names is empty);
+    ``cleanup`` drops the temporary tables.
     """
 
     build: list[str]
@@ -51,7 +52,9 @@ class Maintenance:
     insert: str
     #: the temporary table ``build`` leaves the consolidated delta in
     delta_table: str
-    always: list[str] = field(default_factory=list)
+    always: list[Write] = field(default_factory=list)
+    #: each temporary table a ``build`` statement fills, with that statement's index
+    fills: dict[str, int] = field(default_factory=dict)
     cleanup: list[str] = field(default_factory=list)
     #: a bag model's delete, which would read the model to find nothing in an append's run
     deletes_only_retracted: bool = False
@@ -61,7 +64,8 @@ class Maintenance:
 
     def all(self) -> list[str]:
         rest = [self.delete_rest] if self.delete_rest else []
-        return [*self.build, self.delete, *rest, self.insert, *self.always, *self.cleanup]
+        always = [write.sql for write in self.always]
+        return [*self.build, self.delete, *rest, self.insert, *always, *self.cleanup]
 
 
 def delete_sql(

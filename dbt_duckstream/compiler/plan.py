@@ -144,7 +144,7 @@ class IVMPlan:
         copies = [
             f"DROP TABLE IF EXISTS {self.target.sql()}",
             self.create_table_sql(snapshots),
-            *ctx.writes,
+            *(write.sql for write in ctx.writes),
             f"INSERT INTO {self.target.sql()} SELECT * FROM {staged}",
         ]
         return StagedBuild(tuple(ctx.statements), tuple(copies), tuple(ctx.cleanup()))
@@ -235,6 +235,7 @@ class IVMPlan:
             insert=insert_sql(target, self.columns, consolidated),
             delta_table=consolidated,
             always=ctx.writes,
+            fills=ctx.fills,
             cleanup=ctx.cleanup(),
             deletes_only_retracted=keys is None,
             delete_rest=rest,

@@ -31,6 +31,17 @@ class Mode(StrEnum):
     MAINTAIN = "maintain"
 
 
+@dataclass(frozen=True)
+class Write:
+    """A statement that brings stored state forward, and the temporary table (filled by a
+    statement of the run's computation) whose emptiness makes it change nothing: a run skips
+    it then, since a DuckLake write, even of no row, costs catalog round trips (a DELETE
+    four to seven)."""
+
+    sql: str
+    unless_empty: str | None = None
+
+
 @dataclass
 class RenderContext:
     """A snapshot window, the sources that changed in it, and the statements rendered so far.
@@ -50,7 +61,9 @@ class RenderContext:
     #: statements that compute, in order, what the final query reads
     statements: list[str] = field(default_factory=list)
     #: statements that bring stored state to the new snapshot, after the model is written
-    writes: list[str] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
+    #: each temporary table a statement fills, with that statement's index in ``statements``
+    fills: dict[str, int] = field(default_factory=dict)
     #: temporary tables to drop when the run ends
     temps: list[str] = field(default_factory=list)
     #: sources whose files a rewrite, compaction or flush reorganized in the window
@@ -103,6 +116,7 @@ class RenderContext:
         """``temp`` of a query that carries its CTEs already."""
         table = quote(f"_ivm_{self.prefix}_{name}")
         self.statement(f"CREATE OR REPLACE TEMP TABLE {table} AS\n{query}")
+        self.fills[table] = len(self.statements) - 1
         self.temps.append(table)
         return table
 
@@ -122,9 +136,10 @@ class RenderContext:
         """Add a statement; a SELECT inside it comes with its CTEs through ``query``."""
         self.statements.append(sql)
 
-    def write(self, sql: str) -> None:
-        """Add a statement that changes stored state after the model is written."""
-        self.writes.append(sql)
+    def write(self, sql: str, *, unless_empty: str | None = None) -> None:
+        """Add a statement that changes stored state after the model is written; one that
+        changes nothing when the temporary table ``unless_empty`` is empty is skipped then."""
+        self.writes.append(Write(sql, unless_empty))
 
     def query(self, sql: str) -> str:
         """A SELECT preceded by a WITH clause of exactly the CTEs it reads, in order."""

@@ -747,6 +747,8 @@ class Computed:
     refill: str | None = None
     #: a rebuild's model and state, in temporary tables (``staged_build``)
     build: StagedBuild | None = None
+    #: the rows of each temporary table the computation filled (``Maintenance.fills``)
+    filled: dict[str, int] = field(default_factory=dict)
 
 
 def refill_rows(con: duckdb.DuckDBPyConnection, plan: IVMPlan, decision: Decision) -> Computed:
@@ -791,15 +793,20 @@ def compute(
     )
     if maintenance is None:
         return Computed(None)
+    filled: dict[str, int] = {}
+    table_filled_by = {index: table for table, index in maintenance.fills.items()}
     with phase("delta"), feed_safe_optimizers(con):  # only feed reads need them off
-        for statement in maintenance.build:
-            con.execute(statement)
+        for index, statement in enumerate(maintenance.build):
+            executed = con.execute(statement)
+            if index in table_filled_by:  # CREATE TABLE AS: its row count
+                created = executed.fetchone()
+                filled[table_filled_by[index]] = int(created[0]) if created else -1
         row = con.execute(
             "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
             f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {maintenance.delta_table}"
         ).fetchone()
     assert row is not None
-    return Computed(maintenance, int(row[0]), int(row[1]))
+    return Computed(maintenance, int(row[0]), int(row[1]), filled=filled)
 
 
 @contextmanager
@@ -849,9 +856,11 @@ def _apply(
             )
     if result.rows_inserted:
         apply_statement(con, maintenance.insert)
-    for statement in maintenance.always:
+    for write in maintenance.always:
+        if write.unless_empty is not None and computed.filled.get(write.unless_empty) == 0:
+            continue
         try:
-            apply_statement(con, statement)
+            apply_statement(con, write.sql)
         except duckdb.Error as error:
             if STORED_ROWS_MISSING not in str(error):
                 raise

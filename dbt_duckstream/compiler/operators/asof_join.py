@@ -253,7 +253,7 @@ class AsofJoin(TwoInputs, Operator):
                     self.state_table_sql(), touched, stored=True, select=f"s.rowid AS {_ROWID}, s.*"
                 ),
             )
-            replace_stored(ctx, self, f"SELECT {_ROWID} FROM {stale}", recomputed)
+            replace_stored(ctx, self, f"SELECT {_ROWID} FROM {stale}", recomputed, touched=stale)
             return f"{touched}\t{recomputed}\t{stale}"
 
         found = ctx.once(self.node_id, "touched", compute)

@@ -27,13 +27,17 @@ def build_state(ctx: RenderContext, node: Operator, rows: str) -> str:
     return name
 
 
-def replace_stored(ctx: RenderContext, node: Operator, stale: str, recomputed: str) -> None:
+def replace_stored(
+    ctx: RenderContext, node: Operator, stale: str, recomputed: str, *, touched: str
+) -> None:
     """At the end of the run, replace ``node``'s stored rows whose rowids the SELECT ``stale``
-    gives by the rows of the relation ``recomputed``."""
+    gives by the rows of the temporary table ``recomputed``; ``stale`` finds none when the
+    temporary table ``touched`` is empty."""
     table = node.state_table_sql()
-    ctx.write(f"DELETE FROM {table} WHERE rowid IN ({stale})")
+    ctx.write(f"DELETE FROM {table} WHERE rowid IN ({stale})", unless_empty=touched)
     columns = column_list(node.columns)
-    ctx.write(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {recomputed}")
+    inserted = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {recomputed}"
+    ctx.write(inserted, unless_empty=recomputed)
 
 
 def retract_assert(old: str, new: str) -> str:

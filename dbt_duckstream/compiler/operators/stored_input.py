@@ -112,7 +112,8 @@ class StoredInput(Operator):
 
     def delta(self, ctx: RenderContext) -> str | None:
         """The delta, and, once per run, the writes that bring the stored rows forward by it:
-        one stored row deleted per retracted copy, the asserted copies inserted."""
+        one stored row deleted per retracted copy, the asserted copies inserted (none of
+        them when the delta is empty: the source changed, but no row its conditions keep)."""
         name = super().delta(ctx)
         if name is None or ctx.mode is not Mode.MAINTAIN:
             return name
@@ -123,7 +124,8 @@ class StoredInput(Operator):
             found = quote(f"_ivm_{ctx.prefix}_{self.name}_retracted")
             ctx.write(
                 f"CREATE OR REPLACE TEMP TABLE {found} AS\n"
-                f"{copies_of(table, self.columns, retracted)}"
+                f"{copies_of(table, self.columns, retracted)}",
+                unless_empty=name,
             )
             ctx.temps.append(found)
             # a stored row one bit off (a float inlined by a lake's own limit, ``inlining``)
@@ -132,10 +134,13 @@ class StoredInput(Operator):
             ctx.write(
                 f"SELECT CASE WHEN (SELECT count(*) FROM {found}) = "
                 f"(SELECT coalesce(sum(-{MULT}), 0) FROM {name} WHERE {MULT} < 0) "
-                f"THEN TRUE ELSE error({missing}) END"
+                f"THEN TRUE ELSE error({missing}) END",
+                unless_empty=name,
             )
-            ctx.write(f"DELETE FROM {table} WHERE rowid IN (SELECT rid FROM {found})")
-            ctx.write(insert_sql(table, self.columns, name))
+            ctx.write(
+                f"DELETE FROM {table} WHERE rowid IN (SELECT rid FROM {found})", unless_empty=name
+            )
+            ctx.write(insert_sql(table, self.columns, name), unless_empty=name)
             return table
 
         ctx.once(self.node_id, "writes", writes)

@@ -141,7 +141,7 @@ class Window(Operator):
             source = restrict(self.child.state(ctx, "new"), self.partition, keys)
             recomputed = ctx.temp(f"{self.name}_recomputed", self._compute(source))
             stale = restrict(f"{self.state_table_sql()} AS s", self.partition, keys)
-            replace_stored(ctx, self, f"SELECT s.rowid FROM {stale}", recomputed)
+            replace_stored(ctx, self, f"SELECT s.rowid FROM {stale}", recomputed, touched=keys)
             return f"{keys}\t{recomputed}"
 
         found = ctx.once(self.node_id, "touched", compute)

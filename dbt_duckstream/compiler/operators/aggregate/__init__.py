@@ -279,16 +279,17 @@ class Aggregate(Operator):
         table, columns = self.state_table_sql(), column_list(self.state_columns)
         if self.keys and self.carries_stored:
             replaced = f"SELECT {STORED_ROWID} FROM {touched} WHERE {STORED_ROWID} IS NOT NULL"
-            ctx.write(f"DELETE FROM {table} WHERE rowid IN ({replaced})")
+            ctx.write(f"DELETE FROM {table} WHERE rowid IN ({replaced})", unless_empty=touched)
             live = f" WHERE {ROW_COUNT} > 0"
         elif self.keys:
             matched = self._stored_join(ctx, "s.rowid", "SEMI", touched)
-            ctx.write(f"DELETE FROM {table} WHERE rowid IN ({matched})")
+            ctx.write(f"DELETE FROM {table} WHERE rowid IN ({matched})", unless_empty=touched)
             live = f" WHERE {ROW_COUNT} > 0"
-        else:
+        else:  # the one group's row is always touched
             ctx.write(f"DELETE FROM {table}")
             live = ""
-        ctx.write(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {touched}{live}")
+        inserted = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {touched}{live}"
+        ctx.write(inserted, unless_empty=touched if self.keys else None)
 
     def _recomputed(self, ctx: RenderContext, delta: str) -> str:
         """Every touched group's state, recomputed from the input at the new snapshot."""
