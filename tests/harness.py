@@ -163,3 +163,18 @@ def expire_before(con, snapshot_id: int, catalog: str = "lake") -> None:
     ).fetchone()
     con.execute(f"CALL ducklake_expire_snapshots('{catalog}', versions => {versions})")
     expire_captured_rows(con, catalog)  # as the lake's maintenance does (README, Compacting)
+
+
+def record_writes(monkeypatch) -> list[str]:
+    """The statements that runs write the model and its state with, from now on, in order
+    (``run.apply_statement``)."""
+    from dbt_duckstream.runtime import run
+
+    executed: list[str] = []
+
+    def apply(con: duckdb.DuckDBPyConnection, statement: str) -> duckdb.DuckDBPyConnection:
+        executed.append(statement)
+        return con.execute(statement)
+
+    monkeypatch.setattr(run, "apply_statement", apply)
+    return executed

@@ -26,7 +26,7 @@ from dbt_duckstream.runtime import run as runtime
 from dbt_duckstream.runtime.decide import situation
 from dbt_duckstream.runtime.runlog import PastRun
 
-from .harness import Model, expire_before
+from .harness import Model, expire_before, record_writes
 from .scenarios import flush_inlined_data
 
 SQL = "SELECT k, sum(v) AS total, count(*) AS n FROM t GROUP BY k"
@@ -1034,13 +1034,7 @@ def test_a_keyed_model_with_a_string_key_deletes_by_its_narrow_columns(lake, mon
     lake.execute("INSERT INTO t VALUES (1, 'a', 1), (1, 'b', 1), (2, 'c', 5), (3, NULL, 2)")
     model = Model(lake, "m", "SELECT k, name, sum(v) AS s, count(*) AS n FROM t GROUP BY k, name")
     model.refresh()
-    executed: list[str] = []
-
-    def apply(con, statement):
-        executed.append(statement)
-        return con.execute(statement)
-
-    monkeypatch.setattr(runtime, "apply_statement", apply)
+    executed = record_writes(monkeypatch)
 
     def model_deletes() -> list[str]:
         return [

@@ -4,7 +4,7 @@ stored row that a retraction does not find makes it rebuild, saying so."""
 
 from __future__ import annotations
 
-from .harness import Model
+from .harness import Model, record_writes
 
 
 def test_a_stored_row_a_retraction_does_not_find_makes_the_run_rebuild(lake):
@@ -42,8 +42,6 @@ def test_state_a_change_leaves_as_it_was_is_not_written(lake, monkeypatch):
     """A source change that no stored row and no group sees (a row the conditions drop)
     leaves the state tables unwritten: a DuckLake write of no row still costs catalog round
     trips. A change they see writes them."""
-    from dbt_duckstream.runtime import run as runtime
-
     lake.execute("CREATE TABLE r (id INTEGER, k INTEGER)")
     lake.execute("CREATE TABLE s (k INTEGER, name VARCHAR, w DOUBLE)")
     lake.execute("INSERT INTO r SELECT i, i % 12 FROM range(48) t(i)")
@@ -56,13 +54,7 @@ def test_state_a_change_leaves_as_it_was_is_not_written(lake, monkeypatch):
     model.refresh()
     tables = [table.sql() for table in model.plan.state_tables]
     assert len(tables) == 2  # the stored input's and the aggregate's
-    executed: list[str] = []
-
-    def apply(con, statement):
-        executed.append(statement)
-        return con.execute(statement)
-
-    monkeypatch.setattr(runtime, "apply_statement", apply)
+    executed = record_writes(monkeypatch)
 
     def state_writes() -> list[str]:
         return [s for s in executed if any(table in s for table in tables)]
