@@ -53,8 +53,8 @@ class Maintenance:
     #: the temporary table ``build`` leaves the consolidated delta in
     delta_table: str
     always: list[Write] = field(default_factory=list)
-    #: each temporary table a ``build`` statement fills, with that statement's index
-    fills: dict[str, int] = field(default_factory=dict)
+    #: the temporary table each ``build`` statement that fills one fills, by its index
+    fills: dict[int, str] = field(default_factory=dict)
     cleanup: list[str] = field(default_factory=list)
     #: a bag model's delete, which would read the model to find nothing in an append's run
     deletes_only_retracted: bool = False

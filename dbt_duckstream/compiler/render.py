@@ -62,8 +62,8 @@ class RenderContext:
     statements: list[str] = field(default_factory=list)
     #: statements that bring stored state to the new snapshot, after the model is written
     writes: list[Write] = field(default_factory=list)
-    #: each temporary table a statement fills, with that statement's index in ``statements``
-    fills: dict[str, int] = field(default_factory=dict)
+    #: the temporary table each statement that fills one fills, by its index in ``statements``
+    fills: dict[int, str] = field(default_factory=dict)
     #: temporary tables to drop when the run ends
     temps: list[str] = field(default_factory=list)
     #: sources whose files a rewrite, compaction or flush reorganized in the window
@@ -116,7 +116,7 @@ class RenderContext:
         """``temp`` of a query that carries its CTEs already."""
         table = quote(f"_ivm_{self.prefix}_{name}")
         self.statement(f"CREATE OR REPLACE TEMP TABLE {table} AS\n{query}")
-        self.fills[table] = len(self.statements) - 1
+        self.fills[len(self.statements) - 1] = table
         self.temps.append(table)
         return table
 

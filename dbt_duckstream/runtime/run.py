@@ -794,13 +794,13 @@ def compute(
     if maintenance is None:
         return Computed(None)
     filled: dict[str, int] = {}
-    table_filled_by = {index: table for table, index in maintenance.fills.items()}
     with phase("delta"), feed_safe_optimizers(con):  # only feed reads need them off
         for index, statement in enumerate(maintenance.build):
             executed = con.execute(statement)
-            if index in table_filled_by:  # CREATE TABLE AS: its row count
+            if index in maintenance.fills:  # CREATE TABLE AS: its row count
                 created = executed.fetchone()
-                filled[table_filled_by[index]] = int(created[0]) if created else -1
+                if created is not None:
+                    filled[maintenance.fills[index]] = int(created[0])
         row = con.execute(
             "SELECT coalesce(sum(_ivm_m) FILTER (WHERE _ivm_m > 0), 0), "
             f"coalesce(-sum(_ivm_m) FILTER (WHERE _ivm_m < 0), 0) FROM {maintenance.delta_table}"
